@@ -1,0 +1,189 @@
+"""SignalFrame: every signal series of an incident on one regular time grid.
+
+Fixtures and live Prometheus range queries both land here, so the triage core sees one
+shape whatever the source: a vector of timestamps and, per vocabulary signal, a matrix
+of series (one row each) with their labels. NaN means "no sample at this step" and is
+never read as zero. A series with an `instance` label is one replica's view; one
+without it is the fleet's view. Fleet and per-replica views are derived on demand with
+the aggregation the vocabulary gives each signal, and cached, because a replay asks
+for the same views hundreds of times.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from signals.vocabulary import REPLICA_LABEL, SIGNALS, Aggregation
+
+FloatArray = npt.NDArray[np.float64]
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series: a vocabulary signal, its labels (sorted, no __name__) and its samples."""
+
+    signal: str
+    labels: Labels
+    values: FloatArray
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @property
+    def replica(self) -> str | None:
+        return self.label_map.get(REPLICA_LABEL)
+
+
+def aggregate(matrix: FloatArray, how: Aggregation) -> FloatArray:
+    """Combine rows column by column, ignoring NaN; an all-NaN column stays NaN."""
+    if matrix.shape[0] == 0:
+        return np.full(matrix.shape[1], np.nan)
+    if matrix.shape[0] == 1:
+        return matrix[0].copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        if how == "sum":
+            present = np.isfinite(matrix).any(axis=0)
+            return np.where(present, np.nansum(matrix, axis=0), np.nan)
+        if how == "mean":
+            return np.asarray(np.nanmean(matrix, axis=0), dtype=np.float64)
+        if how == "max":
+            return np.asarray(np.nanmax(matrix, axis=0), dtype=np.float64)
+        return np.asarray(np.nanmedian(matrix, axis=0), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """Per-replica series of one signal: replica names (sorted) and one row each."""
+
+    replicas: tuple[str, ...]
+    values: FloatArray
+
+
+@dataclass
+class SignalFrame:
+    """All series of an incident on a shared, regular time grid (epoch seconds)."""
+
+    times: FloatArray
+    series: list[Series]
+    source: str = ""
+    _by_signal: dict[str, list[Series]] = field(init=False, repr=False)
+    _fleet: dict[str, FloatArray] = field(init=False, repr=False, default_factory=dict)
+    _replicas: dict[str, ReplicaView] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.times = np.asarray(self.times, dtype=np.float64)
+        by_signal: dict[str, list[Series]] = {}
+        for s in self.series:
+            if s.values.shape != self.times.shape:
+                raise ValueError(f"series {s.signal}{dict(s.labels)} has {s.values.shape[0]} samples, "
+                                 f"the grid has {self.times.shape[0]}")
+            by_signal.setdefault(s.signal, []).append(s)
+        for rows in by_signal.values():
+            rows.sort(key=lambda s: s.labels)
+        self._by_signal = by_signal
+
+    @property
+    def step(self) -> float:
+        return float(self.times[1] - self.times[0]) if len(self.times) > 1 else 60.0
+
+    @property
+    def start(self) -> float:
+        return float(self.times[0])
+
+    @property
+    def end(self) -> float:
+        return float(self.times[-1])
+
+    def signals(self) -> list[str]:
+        """Names of the signals that hold at least one sample."""
+        return sorted(name for name, rows in self._by_signal.items()
+                      if any(np.isfinite(s.values).any() for s in rows))
+
+    def has(self, signal: str) -> bool:
+        rows = self._by_signal.get(signal, [])
+        return any(np.isfinite(s.values).any() for s in rows)
+
+    def rows(self, signal: str) -> list[Series]:
+        """Every series of one signal, sorted by labels."""
+        return list(self._by_signal.get(signal, []))
+
+    def index(self, t0: float, t1: float) -> slice:
+        """The grid steps with t0 <= time <= t1."""
+        i0 = int(np.searchsorted(self.times, t0, side="left"))
+        i1 = int(np.searchsorted(self.times, t1, side="right"))
+        return slice(i0, max(i0, i1))
+
+    def position(self, t: float) -> int:
+        """The last grid step at or before t (0 when t is before the grid)."""
+        return max(0, int(np.searchsorted(self.times, t, side="right")) - 1)
+
+    def _how(self, signal: str) -> Aggregation:
+        spec = SIGNALS.get(signal)
+        return spec.fleet if spec is not None else "mean"
+
+    def replicas(self, signal: str) -> ReplicaView:
+        """One row per replica; several series of one replica (GPUs, tenants) combined."""
+        cached = self._replicas.get(signal)
+        if cached is not None:
+            return cached
+        groups: dict[str, list[FloatArray]] = {}
+        for s in self._by_signal.get(signal, []):
+            name = s.replica
+            if name is not None:
+                groups.setdefault(name, []).append(s.values)
+        names = tuple(sorted(groups))
+        how = self._how(signal)
+        if names:
+            matrix = np.vstack([aggregate(np.vstack(groups[n]), how) for n in names])
+        else:
+            matrix = np.empty((0, len(self.times)))
+        view = ReplicaView(names, matrix)
+        self._replicas[signal] = view
+        return view
+
+    def fleet(self, signal: str) -> FloatArray:
+        """The fleet's view: its own series when present, else the replicas combined."""
+        cached = self._fleet.get(signal)
+        if cached is not None:
+            return cached
+        how = self._how(signal)
+        own = [s.values for s in self._by_signal.get(signal, []) if s.replica is None]
+        if own:
+            values = aggregate(np.vstack(own), how)
+        else:
+            values = aggregate(self.replicas(signal).values, how)
+        self._fleet[signal] = values
+        return values
+
+    def replica_names(self) -> tuple[str, ...]:
+        """Every replica that appears in any per-replica series."""
+        names = {s.replica for rows in self._by_signal.values() for s in rows if s.replica is not None}
+        return tuple(sorted(n for n in names if n is not None))
+
+    def to_pandas(self, signal: str) -> pd.DataFrame:
+        """One signal as a DataFrame: a UTC time index, one column per series."""
+        rows = self._by_signal.get(signal, [])
+        columns = {
+            ",".join(f"{k}={v}" for k, v in s.labels) or "fleet": s.values for s in rows
+        }
+        index = pd.to_datetime(self.times, unit="s", utc=True)
+        return pd.DataFrame(columns, index=index)
+
+
+def build_frame(times: Iterable[float], series: Iterable[Series], source: str = "") -> SignalFrame:
+    """A frame from a time grid and series already sampled on it."""
+    return SignalFrame(np.asarray(list(times), dtype=np.float64), list(series), source)
+
+
+def labels_of(mapping: Mapping[str, str]) -> Labels:
+    """Canonical label tuple: sorted, without __name__."""
+    return tuple(sorted((k, v) for k, v in mapping.items() if k != "__name__"))

@@ -1,0 +1,91 @@
+"""The canonical signal names of VOCABULARY.md, with what each needs to be aggregated.
+
+This is a public contract: names are added, never renamed or dropped. Each signal says
+how replicas combine into the fleet's view (a rate sums, a ratio averages, a tail
+latency takes the worst replica) and how the several series of one replica combine
+(per-GPU series of one instance, per-tenant series of one gateway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Aggregation = Literal["sum", "mean", "max", "median"]
+Kind = Literal["gauge", "info", "event"]
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """One vocabulary signal: its unit, layer, kind and aggregation rules."""
+
+    name: str
+    unit: str
+    layer: str
+    meaning: str
+    fleet: Aggregation
+    kind: Kind = "gauge"
+    higher_is_worse: bool = True
+
+
+def _s(name: str, unit: str, layer: str, meaning: str, fleet: Aggregation, kind: Kind = "gauge",
+       higher_is_worse: bool = True) -> SignalSpec:
+    return SignalSpec(name, unit, layer, meaning, fleet, kind, higher_is_worse)
+
+
+SIGNALS: Final[dict[str, SignalSpec]] = {
+    s.name: s
+    for s in [
+        _s("ttft_p99_seconds", "s", "user", "time to first token, P99", "max"),
+        _s("ttft_p50_seconds", "s", "user", "time to first token, P50", "median"),
+        _s("tpot_p99_seconds", "s", "user", "time per output token, P99", "max"),
+        _s("tpot_p50_seconds", "s", "user", "time per output token, P50", "median"),
+        _s("e2e_p99_seconds", "s", "user", "whole request latency, P99", "max"),
+        _s("request_rate", "req/s", "request", "requests arriving", "sum", higher_is_worse=False),
+        _s("error_ratio", "ratio", "user", "requests failed (5xx, aborted)", "mean"),
+        _s("timeout_ratio", "ratio", "user", "requests that hit a timeout", "mean"),
+        _s("rejected_ratio", "ratio", "user", "requests refused by the gateway (429, quota)", "mean"),
+        _s("truncated_ratio", "ratio", "user", "requests finished at the length limit", "mean"),
+        _s("fallback_ratio", "ratio", "supply", "requests served by a fallback model", "mean"),
+        _s("prompt_tokens_p95", "tokens", "request", "prompt length, P95", "median"),
+        _s("output_tokens_p95", "tokens", "request", "output length, P95", "median"),
+        _s("long_prompt_ratio", "ratio", "request", "requests over the long-context threshold", "mean"),
+        _s("queue_waiting", "requests", "engine", "waiting in the engine's queue", "sum"),
+        _s("requests_running", "requests", "engine", "in the running batch", "sum"),
+        _s("queue_time_p99_seconds", "s", "engine", "time waiting before prefill, P99", "max"),
+        _s("prefill_time_p99_seconds", "s", "engine", "time in prefill, P99", "max"),
+        _s("prefix_hit_ratio", "ratio", "engine", "prefix-cache hits over queries", "mean",
+           higher_is_worse=False),
+        _s("prompt_tokens_rate", "tokens/s", "request", "prompt token volume", "sum"),
+        _s("generation_tokens_rate", "tokens/s", "request", "generated token volume", "sum"),
+        _s("kv_usage_ratio", "ratio", "resource", "KV-cache blocks in use", "mean"),
+        _s("preemption_rate", "1/s", "resource", "sequences preempted", "sum"),
+        _s("gpu_memory_used_ratio", "ratio", "resource", "framebuffer used", "mean"),
+        _s("gpu_util_ratio", "ratio", "resource", "GPU busy", "mean"),
+        _s("gpu_temp_celsius", "°C", "resource", "GPU temperature", "max"),
+        _s("gpu_power_watts", "W", "resource", "GPU power draw", "max"),
+        _s("gpu_throttle", "0/1", "resource", "clocks held down by a thermal or power limit", "max",
+           kind="event"),
+        _s("gpu_xid", "code", "resource", "last XID error code, 0 when none", "max", kind="event"),
+        _s("gpu_ecc_errors", "count", "resource", "double-bit ECC errors in the window", "sum", kind="event"),
+        _s("replicas_ready", "replicas", "supply", "serving replicas ready", "sum", higher_is_worse=False),
+        _s("replicas_desired", "replicas", "supply", "serving replicas wanted", "sum", higher_is_worse=False),
+        _s("restarts", "count", "supply", "container restarts in the window", "sum", kind="event"),
+        _s("oom_killed", "0/1", "supply", "last termination was an OOM kill", "max", kind="event"),
+        _s("cost_per_1k_tokens", "currency", "supply", "price paid per 1k tokens", "mean"),
+        _s("spend_rate", "currency/h", "supply", "spend", "sum"),
+        _s("build_info", "1", "supply", "model, engine, quantization and route versions", "max", kind="info"),
+        _s("config_info", "1", "engine", "engine configuration", "max", kind="info"),
+    ]
+}
+
+REPLICA_LABEL: Final = "instance"
+
+
+def suggest(name: str, choices: list[str] | None = None) -> str:
+    """A ' (did you mean X?)' hint for a misspelt name, or ''."""
+    import difflib
+
+    pool = choices if choices is not None else sorted(SIGNALS)
+    close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""

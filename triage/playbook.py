@@ -1,0 +1,447 @@
+"""Playbooks: the triage knowledge as YAML, validated strictly and across files.
+
+A playbook file holds any of `settings`, `symptoms`, `causes`, `actions` and
+`forbidden`, under `schema_version: 1`. Each file is checked against a strict schema
+(unknown keys rejected, closed sets as literals), then all files together: every id
+referenced exists (with a "did you mean"), every cause is reachable from a symptom, a
+cause sits in its own layer, no action is both advised and forbidden, every signal is
+in the vocabulary, and `explains` has no cycle. Problems read `file:line: key: message`.
+
+This module does no IO: it takes parsed documents. `triage.sources` reads the files.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+
+from signals.errors import InputError, InputErrors
+from signals.timeparse import parse_duration
+from signals.vocabulary import SIGNALS
+from signals.yamldoc import Document, key_name
+from triage.model import SYMPTOMS
+
+SCHEMA_VERSION = 1
+
+CheckKind = Literal[
+    "rise", "drop", "above", "below", "event", "change", "label_is", "outlier", "broad",
+    "sudden", "gradual", "shortfall", "replicas_lost", "wave", "steady",
+]
+View = Literal["fleet", "max_replica", "median_replica"]
+LayerName = Literal["request", "engine", "resource", "supply"]
+
+# Which parameters each check kind takes; the first tuple is required, the second optional.
+CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "rise": (("signal",), ("factor", "min_delta", "view")),
+    "drop": (("signal",), ("factor", "min_delta", "view")),
+    "above": (("signal", "threshold"), ("for_", "view")),
+    "below": (("signal", "threshold"), ("for_", "view")),
+    "event": (("signal",), ("threshold",)),
+    "change": (("signal",), ("labels",)),
+    "label_is": (("signal", "label", "values"), ()),
+    "outlier": (("signal",), ("factor", "min_delta", "max_share", "direction")),
+    "broad": (("signal",), ("factor", "min_delta", "share")),
+    "sudden": (("signal",), ("factor", "within", "share", "view")),
+    "gradual": (("signal",), ("factor", "within", "share", "view")),
+    "shortfall": (("signal", "of"), ("min_delta",)),
+    "replicas_lost": ((), ("min_count",)),
+    "wave": (("signal",), ("min_count", "threshold")),
+    "steady": (("signal",), ("factor", "view")),
+}
+_PARAM_NAMES = ("signal", "factor", "min_delta", "view", "threshold", "for_", "labels", "label", "values",
+                "max_share", "direction", "share", "within", "of", "min_count")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class CheckSpec(_Strict):
+    """One check over named signals; its kind decides which parameters it takes."""
+
+    kind: CheckKind
+    signal: str | None = None
+    view: View | None = None
+    factor: float | None = Field(None, gt=0)
+    min_delta: float | None = Field(None, ge=0)
+    threshold: float | None = None
+    for_: str | None = Field(None, alias="for")
+    labels: tuple[str, ...] | None = None
+    label: str | None = None
+    values: tuple[str, ...] | None = None
+    max_share: float | None = Field(None, gt=0, le=1)
+    direction: Literal["high", "low"] | None = None
+    share: float | None = Field(None, gt=0, le=1)
+    within: str | None = None
+    of: str | None = None
+    min_count: int | None = Field(None, ge=1)
+    weight: float = Field(1.0, gt=0, le=10)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _params_fit_kind(self) -> CheckSpec:
+        required, optional = CHECK_PARAMS[self.kind]
+        for name in required:
+            if getattr(self, name) is None:
+                raise ValueError(f"a {self.kind} check needs {name.rstrip('_')}")
+        for name in _PARAM_NAMES:
+            if getattr(self, name) is not None and name not in required and name not in optional:
+                raise ValueError(f"a {self.kind} check takes no {name.rstrip('_')}")
+        for name in ("for_", "within"):
+            value = getattr(self, name)
+            if value is not None:
+                parse_duration(value)
+        return self
+
+    def signals(self) -> list[str]:
+        return [s for s in (self.signal, self.of) if s is not None]
+
+
+class SymptomSpec(_Strict):
+    title: str
+    question: str = ""
+    detect: tuple[CheckSpec, ...] = ()
+    onset: tuple[str, ...] = ()
+    layers: dict[LayerName, tuple[str, ...]] = Field(default_factory=dict)
+    first_look: tuple[str, ...] = ()
+
+
+def _check_or_group(value: Any) -> str:
+    if isinstance(value, dict):
+        return "any" if "any" in value else "check"
+    return "any" if isinstance(value, AnyOf) else "check"
+
+
+CheckOrGroup = Annotated[
+    Annotated["CheckSpec", Tag("check")] | Annotated["AnyOf", Tag("any")],
+    Discriminator(_check_or_group),
+]
+
+
+class CauseSpec(_Strict):
+    layer: LayerName
+    title: str
+    mechanism: str = ""
+    requires: tuple[CheckOrGroup, ...] = Field(min_length=1)
+    supports: tuple[CheckOrGroup, ...] = ()
+    against: tuple[CheckOrGroup, ...] = ()
+    explains: tuple[str, ...] = ()
+    first_actions: tuple[str, ...] = Field(min_length=1)
+
+
+class AnyOf(_Strict):
+    """Holds when any member holds; fails when all fail; unknown otherwise."""
+
+    any: tuple[CheckSpec, ...] = Field(min_length=2)
+    weight: float = Field(1.0, gt=0, le=10)
+    note: str = ""
+
+
+class ActionSpec(_Strict):
+    text: str
+    confirm: str = ""
+
+
+class ForbiddenWhen(_Strict):
+    always: bool = False
+    symptoms: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+
+
+class ForbiddenSpec(_Strict):
+    title: str
+    reason: str
+    when: ForbiddenWhen
+    unless_top_cause: tuple[str, ...] = ()
+
+
+class Windows(_Strict):
+    baseline: str = "60m"
+    recent: str = "5m"
+    guard: str = "2m"
+    lead: str = "15m"
+    lookback: str = "6h"
+
+    @model_validator(mode="after")
+    def _durations(self) -> Windows:
+        for name in ("baseline", "recent", "guard", "lead", "lookback"):
+            parse_duration(getattr(self, name))
+        return self
+
+
+class Settings(_Strict):
+    windows: Windows = Field(default_factory=Windows)
+    onset_min_score: float = Field(6.0, gt=0)
+    onset_min_shift: float = Field(0.15, gt=0, lt=10)
+    min_score: float = Field(0.3, ge=0, le=1)
+
+
+class PlaybookFile(_Strict):
+    schema_version: Literal[1]
+    settings: Settings | None = None
+    symptoms: dict[str, SymptomSpec] = Field(default_factory=dict)
+    causes: dict[str, CauseSpec] = Field(default_factory=dict)
+    actions: dict[str, ActionSpec] = Field(default_factory=dict)
+    forbidden: dict[str, ForbiddenSpec] = Field(default_factory=dict)
+
+
+CauseSpec.model_rebuild()
+
+CheckLike = CheckSpec | AnyOf
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """All playbooks merged: what the graph is built from, with where each id came from."""
+
+    settings: Settings
+    symptoms: Mapping[str, SymptomSpec]
+    causes: Mapping[str, CauseSpec]
+    actions: Mapping[str, ActionSpec]
+    forbidden: Mapping[str, ForbiddenSpec]
+    origins: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+
+def _did_you_mean(name: str, pool: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(pool), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _pydantic_problems(doc: Document, exc: ValidationError) -> list[InputError]:
+    problems = []
+    for err in exc.errors():
+        loc = _strip_tags(tuple(err["loc"]))
+        path = tuple("for" if p == "for_" else p for p in loc)
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key" + _did_you_mean(str(path[-1]), _allowed_keys(doc, path))
+        elif err["type"] == "literal_error" and "expected" in err.get("ctx", {}):
+            message = f"{message}"
+        problems.append(doc.error(path, message))
+    unique: dict[str, InputError] = {}
+    for p in problems:
+        unique.setdefault(str(p), p)
+    return list(unique.values())
+
+
+def _strip_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop the union tags pydantic puts in a location after `requires[i]` and the like."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        if part in ("check", "any") and i >= 2 and isinstance(loc[i - 1], int) \
+                and loc[i - 2] in ("requires", "supports", "against"):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _allowed_keys(doc: Document, path: tuple[Any, ...]) -> list[str]:
+    """Keys a misspelt key could have meant, for the hint."""
+    names: set[str] = set()
+    for model in (PlaybookFile, SymptomSpec, CauseSpec, CheckSpec, ActionSpec, ForbiddenSpec,
+                  ForbiddenWhen, Settings, Windows, AnyOf):
+        for name, info in model.model_fields.items():
+            names.add(info.alias or name)
+    return sorted(names)
+
+
+def _parse_file(doc: Document) -> PlaybookFile:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise InputErrors([doc.error((), "a playbook is a mapping with schema_version: 1")])
+    if "schema_version" not in data:
+        raise InputErrors([doc.error(("schema_version",), "missing: every playbook file states "
+                                                         f"schema_version: {SCHEMA_VERSION}")])
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise InputErrors([doc.error(("schema_version",), f"this version reads schema_version "
+                                                         f"{SCHEMA_VERSION}, got {data.get('schema_version')!r}")])
+    try:
+        return PlaybookFile.model_validate(data)
+    except ValidationError as exc:
+        raise InputErrors(_pydantic_problems(doc, exc)) from None
+
+
+def _iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
+    for entry in entries:
+        if isinstance(entry, AnyOf):
+            yield from entry.any
+        else:
+            yield entry
+
+
+def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Knowledge:
+    """Validate playbook documents one by one, then together; raise InputErrors with every problem.
+
+    With `stop_at_first`, the first problem found is raised alone.
+    """
+    problems: list[InputError] = []
+
+    def problem(doc: Document, path: tuple[Any, ...], message: str) -> None:
+        err = doc.error(path, message)
+        if stop_at_first:
+            raise InputErrors([err])
+        problems.append(err)
+
+    parsed: list[tuple[Document, PlaybookFile]] = []
+    for doc in docs:
+        try:
+            parsed.append((doc, _parse_file(doc)))
+        except InputErrors as exc:
+            if stop_at_first:
+                raise InputErrors(exc.problems[:1]) from None
+            problems.extend(exc.problems)
+
+    settings: Settings | None = None
+    symptoms: dict[str, SymptomSpec] = {}
+    causes: dict[str, CauseSpec] = {}
+    actions: dict[str, ActionSpec] = {}
+    forbidden: dict[str, ForbiddenSpec] = {}
+    origins: dict[str, tuple[str, int]] = {}
+    where: dict[str, tuple[Document, tuple[Any, ...]]] = {}
+
+    for doc, pb in parsed:
+        if pb.settings is not None:
+            if settings is not None:
+                problem(doc, ("settings",), f"settings are already given in {origins['settings'][0]}")
+            settings = pb.settings
+            origins["settings"] = (doc.source, doc.line(("settings",)))
+        for section, target, items in (("symptoms", symptoms, pb.symptoms), ("causes", causes, pb.causes),
+                                       ("actions", actions, pb.actions),
+                                       ("forbidden", forbidden, pb.forbidden)):
+            for key, spec in items.items():
+                qualified = f"{section}.{key}"
+                if key in target:
+                    first = origins[qualified]
+                    problem(doc, (section, key), f"already defined at {first[0]}:{first[1]}")
+                    continue
+                target[key] = spec  # type: ignore[index]
+                origins[qualified] = (doc.source, doc.line((section, key)))
+                where[qualified] = (doc, (section, key))
+
+    def ref(qualified: str, path: tuple[Any, ...], message: str) -> None:
+        doc, base = where[qualified]
+        problem(doc, (*base, *path), message)
+
+    def check_signals(qualified: str, path: tuple[Any, ...], entries: Iterable[CheckLike]) -> None:
+        for i, entry in enumerate(entries):
+            members = entry.any if isinstance(entry, AnyOf) else (entry,)
+            for j, check in enumerate(members):
+                sub = (*path, i, "any", j) if isinstance(entry, AnyOf) else (*path, i)
+                for key in ("signal", "of"):
+                    name = getattr(check, key)
+                    if name is not None and name not in SIGNALS:
+                        ref(qualified, (*sub, key), f"unknown signal '{name}'{_did_you_mean(name, SIGNALS)}")
+                if check.kind in ("change", "label_is") and check.signal is not None \
+                        and check.signal in SIGNALS and SIGNALS[check.signal].kind != "info":
+                    ref(qualified, (*sub, "signal"), f"a {check.kind} check reads an info signal "
+                                                     "(build_info, config_info)")
+
+    for sid in SYMPTOMS:
+        if sid not in symptoms and parsed:
+            doc = parsed[0][0]
+            problem(doc, ("symptoms",), f"symptom '{sid}' of the vocabulary has no playbook")
+
+    for sid, s in symptoms.items():
+        q = f"symptoms.{sid}"
+        check_signals(q, ("detect",), s.detect)
+        for i, name in enumerate(s.onset):
+            if name not in SIGNALS:
+                ref(q, ("onset", i), f"unknown signal '{name}'{_did_you_mean(name, SIGNALS)}")
+        for layer, members in s.layers.items():
+            for i, cid in enumerate(members):
+                if cid not in causes:
+                    ref(q, ("layers", layer, i), f"unknown cause '{cid}'{_did_you_mean(cid, causes)}")
+                elif causes[cid].layer != layer:
+                    ref(q, ("layers", layer, i), f"cause '{cid}' belongs to layer {causes[cid].layer}, "
+                                                 f"not {layer}")
+        for i, aid in enumerate(s.first_look):
+            if aid not in actions:
+                ref(q, ("first_look", i), f"unknown action '{aid}'{_did_you_mean(aid, actions)}")
+
+    reachable = {cid for s in symptoms.values() for members in s.layers.values() for cid in members}
+    for cid, c in causes.items():
+        q = f"causes.{cid}"
+        if cid not in reachable:
+            ref(q, (), "no symptom leads to this cause: list it under a symptom's layers")
+        for section in ("requires", "supports", "against"):
+            check_signals(q, (section,), getattr(c, section))
+        for i, other in enumerate(c.explains):
+            if other not in causes:
+                ref(q, ("explains", i), f"unknown cause '{other}'{_did_you_mean(other, causes)}")
+            elif other == cid:
+                ref(q, ("explains", i), "a cause cannot explain itself")
+        for i, aid in enumerate(c.first_actions):
+            if aid in forbidden:
+                ref(q, ("first_actions", i), f"'{aid}' is a forbidden action; it cannot be advised")
+            elif aid not in actions:
+                ref(q, ("first_actions", i), f"unknown action '{aid}'{_did_you_mean(aid, actions)}")
+
+    for aid in actions:
+        if aid in forbidden:
+            ref(f"actions.{aid}", (), f"'{aid}' is both an advisable action and a forbidden one")
+
+    for fid, f in forbidden.items():
+        q = f"forbidden.{fid}"
+        for i, sid in enumerate(f.when.symptoms):
+            if sid not in symptoms:
+                ref(q, ("when", "symptoms", i), f"unknown symptom '{sid}'{_did_you_mean(sid, symptoms)}")
+        for key, ids in (("causes", f.when.causes), ("unless_top_cause", f.unless_top_cause)):
+            path = ("when", key) if key == "causes" else (key,)
+            for i, cid in enumerate(ids):
+                if cid not in causes:
+                    ref(q, (*path, i), f"unknown cause '{cid}'{_did_you_mean(cid, causes)}")
+        check_signals(q, ("when", "checks"), f.when.checks)
+        if not (f.when.always or f.when.symptoms or f.when.causes or f.when.checks):
+            ref(q, ("when",), "a forbidden action needs a condition (always, symptoms, causes or checks)")
+
+    cycle = _explains_cycle(causes)
+    if cycle:
+        ref(f"causes.{cycle[0]}", ("explains",), "explains forms a cycle: " + " -> ".join(cycle))
+
+    if not parsed and not problems:
+        raise InputErrors([InputError("(playbooks)", 0, "(directory)", "no playbook files found")])
+    if problems:
+        raise InputErrors(problems)
+    return Knowledge(settings or Settings(), symptoms, causes, actions, forbidden, origins)
+
+
+def _explains_cycle(causes: Mapping[str, CauseSpec]) -> list[str]:
+    """A cycle in the explains relation as a list of ids, or []."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(cid: str) -> list[str]:
+        state[cid] = 1
+        stack.append(cid)
+        for other in causes[cid].explains:
+            if other not in causes:
+                continue
+            if state.get(other) == 1:
+                return [*stack[stack.index(other):], other]
+            if other not in state:
+                found = visit(other)
+                if found:
+                    return found
+        stack.pop()
+        state[cid] = 2
+        return []
+
+    for cid in sorted(causes):
+        if cid not in state:
+            found = visit(cid)
+            if found:
+                return found
+    return []
+
+
+def iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
+    """Every plain check, opening `any` groups."""
+    return _iter_checks(entries)
+
+
+__all__ = ["AnyOf", "CheckSpec", "Knowledge", "load_knowledge", "key_name"]

@@ -1,0 +1,287 @@
+"""The walk: from the symptom through its layers to ranked causes, actions and red lines.
+
+Pure and deterministic: the frame, the graph and the moment `at` go in, a Diagnosis
+comes out; ties are broken by id. The reasoning follows DESIGN.md:
+
+1. symptom first: only the causes the symptom's layers can produce are asked;
+2. against a baseline: the onset is found, and checks compare after it with before it;
+3. per replica: outlier, broad and event checks read every replica, not the fleet sum;
+4. the deepest cause wins: when a ranked cause `explains` another ranked one, it goes
+   first and the explained cause is named as its mechanism;
+5. unknown is not healthy: a missing signal leaves a check unknown, which lowers the
+   score and is listed, and never counts as normal;
+6. never guess: a cause is ranked only if every required check holds or is unknown,
+   at least one holds, and at least one holding check is a departure from baseline;
+7. forbidden actions are part of every answer, each with evidence behind its reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+
+from signals.frame import SignalFrame
+from signals.timeparse import format_duration
+from triage.checks import Context, evaluate, evaluate_entry
+from triage.graph import TriageGraph
+from triage.model import AUTO, NO_SYMPTOM, Action, CauseFinding, Diagnosis, Evidence, Forbidden
+from triage.playbook import AnyOf, CheckSpec, iter_checks
+from triage.windows import Onset, find_onset, make_windows
+
+SUPPORT_WEIGHT = 0.5
+AGAINST_PENALTY = 0.5
+UNKNOWN_REQUIRED_PENALTY = 0.85
+
+
+def _entry_signals(entries: Iterable[CheckSpec | AnyOf]) -> set[str]:
+    return {s for check in iter_checks(entries) for s in check.signals()}
+
+
+def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: float) -> Onset | None:
+    kb = graph.knowledge
+    spec = kb.symptoms[symptom]
+    onset = find_onset(frame, list(spec.onset), at, kb.settings)
+    if onset is None:
+        fallback: set[str] = set()
+        for cause in graph.causes_of(symptom):
+            fallback |= _entry_signals(kb.causes[cause].requires)
+        fallback -= set(spec.onset)
+        onset = find_onset(frame, sorted(fallback), at, kb.settings)
+    return onset
+
+
+def _detect(graph: TriageGraph, frame: SignalFrame, symptom: str, at: float,
+            onset: Onset | None) -> tuple[float, tuple[Evidence, ...], bool | None]:
+    """Severity (>= 1 when visible), the detection evidence, and whether it is visible."""
+    kb = graph.knowledge
+    ctx = Context(frame, make_windows(frame, at, onset.time if onset else None, kb.settings))
+    evidence = []
+    severity = 0.0
+    for check in kb.symptoms[symptom].detect:
+        result = evaluate(ctx, check)
+        evidence.append(_with_role(result, "detect"))
+        if result.holds and result.value is not None and math.isfinite(result.value):
+            if check.kind == "above" and check.threshold:
+                severity = max(severity, result.value / check.threshold)
+            elif result.baseline and result.baseline > 0 and check.factor:
+                severity = max(severity, (result.value / result.baseline) / check.factor)
+            else:
+                severity = max(severity, 1.0)
+    known = [e.holds for e in evidence if e.holds is not None]
+    visible = any(known) if known else None
+    return severity, tuple(evidence), visible
+
+
+def _with_role(evidence: Evidence, role: str) -> Evidence:
+    from dataclasses import replace
+
+    return replace(evidence, role=role)  # type: ignore[arg-type]
+
+
+def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
+    spec = graph.knowledge.causes[cause]
+    evidence: list[Evidence] = []
+    required = [_with_role(evaluate_entry(ctx, e), "requires") for e in spec.requires]
+    support = [_with_role(evaluate_entry(ctx, e), "supports") for e in spec.supports]
+    against = [_with_role(evaluate_entry(ctx, e), "against") for e in spec.against]
+    evidence = required + support + against
+    weights_req = [e.weight for e in spec.requires]
+    weights_sup = [e.weight * SUPPORT_WEIGHT for e in spec.supports]
+
+    def finding(status: str, score: float, why: str = "") -> CauseFinding:
+        return CauseFinding(cause=cause, layer=spec.layer, title=spec.title, status=status,  # type: ignore[arg-type]
+                            score=score, evidence=tuple(evidence), why_not=why,
+                            actions=tuple(graph.action(a) for a in spec.first_actions))
+
+    failed = [e for e in required if e.holds is False]
+    if failed:
+        return finding("ruled_out", 0.0, f"{failed[0].check} does not hold ({failed[0].note})")
+    if not any(e.holds for e in required):
+        return finding("unproven", 0.0, "no required check could be evaluated")
+    if not any(e.holds and e.departure for e in required + support):
+        return finding("no_departure", 0.0, "nothing departs from its baseline")
+    total = sum(weights_req) + sum(weights_sup)
+    explained = sum(w for w, e in zip(weights_req, required, strict=True) if e.holds)
+    explained += sum(w for w, e in zip(weights_sup, support, strict=True) if e.holds)
+    strength = [e.margin for e in required + support if e.holds]
+    score = 0.45 + 0.4 * (explained / total) + 0.15 * (sum(strength) / len(strength))
+    score *= UNKNOWN_REQUIRED_PENALTY ** sum(1 for e in required if e.holds is None)
+    score *= AGAINST_PENALTY ** sum(1 for e in against if e.holds)
+    return finding("ranked", round(min(score, 1.0), 4))
+
+
+def _order(findings: list[CauseFinding], graph: TriageGraph) -> list[CauseFinding]:
+    """Rank by score, then move every cause ahead of the ranked causes it explains."""
+    by_id = {f.cause: f for f in findings}
+    explains = {c: [o for o in graph.knowledge.causes[c].explains if o in by_id] for c in by_id}
+    explained_by: dict[str, list[str]] = {c: [] for c in by_id}
+    for c, others in explains.items():
+        for o in others:
+            explained_by[o].append(c)
+    # an explainer carries the evidence of what it explains: its score is at least theirs
+    lifted: dict[str, float] = {}
+
+    def lift(c: str, seen: frozenset[str]) -> float:
+        if c in lifted:
+            return lifted[c]
+        own = by_id[c].score
+        for o in explains[c]:
+            if o not in seen:
+                own = max(own, lift(o, seen | {c}))
+        lifted[c] = own
+        return own
+
+    for c in sorted(by_id):
+        lift(c, frozenset())
+    indegree = {c: len(explained_by[c]) for c in by_id}
+    heap = [(-lifted[c], c) for c in by_id if indegree[c] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, c = heapq.heappop(heap)
+        order.append(c)
+        for o in explains[c]:
+            indegree[o] -= 1
+            if indegree[o] == 0:
+                heapq.heappush(heap, (-lifted[o], o))
+    from dataclasses import replace
+
+    return [replace(by_id[c], score=round(lifted[c], 4), explains=tuple(sorted(explains[c])),
+                    explained_by=tuple(sorted(explained_by[c]))) for c in order]
+
+
+def _summary(finding: CauseFinding, limit: int = 2) -> str:
+    parts = [f"{e.signal or 'replicas'} {e.note}" for e in finding.evidence if e.holds and e.note][:limit]
+    return "; ".join(parts)
+
+
+def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[CauseFinding]) -> list[Forbidden]:
+    kb = graph.knowledge
+    top = ranked[0] if ranked else None
+    ranked_ids = {f.cause for f in ranked}
+    out = []
+    for fid in sorted(kb.forbidden):
+        rule = kb.forbidden[fid]
+        if top is not None and top.cause in rule.unless_top_cause:
+            continue
+        trigger = ""
+        if rule.when.always:
+            trigger = "always"
+        elif symptom in rule.when.symptoms:
+            trigger = f"the symptom is {symptom}"
+        else:
+            hit = sorted(ranked_ids & set(rule.when.causes))
+            if hit:
+                trigger = f"{hit[0]} is ranked"
+            else:
+                for check in rule.when.checks:
+                    result = evaluate(ctx, check)
+                    if result.holds:
+                        trigger = f"{result.check} ({result.note})"
+                        break
+        if not trigger:
+            continue
+        if top is not None:
+            now = f"Now: the top cause is {top.cause}" + (f" ({_summary(top)})" if _summary(top) else "")
+            if rule.unless_top_cause:
+                now += f", not {' or '.join(rule.unless_top_cause)}"
+        else:
+            now = "Now: no cause departs from its baseline, so nothing shows a need for it"
+        if trigger not in ("always",) and not trigger.startswith("the symptom"):
+            now += f"; flagged because {trigger}"
+        out.append(Forbidden(fid, f"{rule.reason.strip()} {now}."))
+    return out
+
+
+def resolve_symptom(requested: str | None, alert_labels: dict[str, str] | None, graph: TriageGraph) -> tuple[str, str]:
+    """The symptom to start from and where it came from: flag, alert label, or auto."""
+    if requested and requested != AUTO:
+        return requested, "given"
+    labels = alert_labels or {}
+    label = labels.get("symptom")
+    if label and label in graph.knowledge.symptoms:
+        return label, "alert"
+    return AUTO, "auto"
+
+
+def diagnose(graph: TriageGraph, frame: SignalFrame, symptom: str = AUTO, at: float | None = None,
+             source: str = "") -> Diagnosis:
+    """Diagnose the frame at `at` (default: its last step), starting from `symptom` or auto."""
+    kb = graph.knowledge
+    when = frame.end if at is None else at
+    if not frame.start <= when <= frame.end:
+        raise ValueError(f"at {when} is outside the data ({frame.start} to {frame.end})")
+    if symptom != AUTO and symptom not in kb.symptoms:
+        raise ValueError(f"unknown symptom {symptom}")
+    symptom_source = source or ("given" if symptom != AUTO else "auto")
+
+    onsets: dict[str, Onset | None] = {}
+    if symptom == AUTO:
+        best: tuple[float, str] | None = None
+        detections: dict[str, tuple[tuple[Evidence, ...], bool | None]] = {}
+        for sid in sorted(kb.symptoms):
+            onsets[sid] = _symptom_onset(graph, frame, sid, when)
+            severity, evidence, visible = _detect(graph, frame, sid, when, onsets[sid])
+            detections[sid] = (evidence, visible)
+            if visible and severity > 0 and (best is None or severity > best[0]):
+                best = (severity, sid)
+        chosen = best[1] if best else NO_SYMPTOM
+        symptom_evidence, symptom_visible = detections[chosen] if best else ((), False)
+    else:
+        chosen = symptom
+        onsets[chosen] = _symptom_onset(graph, frame, chosen, when)
+        _, symptom_evidence, symptom_visible = _detect(graph, frame, chosen, when, onsets[chosen])
+
+    if chosen == NO_SYMPTOM:
+        candidates = sorted(kb.causes)
+        strongest = [o for o in onsets.values() if o is not None]
+        onset = max(strongest, key=lambda o: (o.score, o.signal)) if strongest else None
+        layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    else:
+        candidates = graph.causes_of(chosen)
+        onset = onsets[chosen]
+        layers = graph.layers_of(chosen)
+
+    windows = make_windows(frame, when, onset.time if onset else None, kb.settings)
+    ctx = Context(frame, windows)
+    walked = [_score_cause(ctx, graph, c) for c in candidates]
+    ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
+    ranked = _order(ranked, graph)
+    by_id = {f.cause: f for f in ranked}
+    walked = [by_id.get(f.cause, f) for f in walked]
+
+    forbidden = _forbidden(graph, ctx, chosen, ranked)
+    forbidden_ids = {f.action for f in forbidden}
+    if ranked:
+        actions = [a for a in ranked[0].actions if a.id not in forbidden_ids]
+    elif chosen != NO_SYMPTOM:
+        actions = [graph.action(a) for a in kb.symptoms[chosen].first_look if a not in forbidden_ids]
+    else:
+        actions = []
+
+    referenced: set[str] = set()
+    if chosen != NO_SYMPTOM:
+        referenced |= {s for c in kb.symptoms[chosen].detect for s in c.signals()}
+        referenced |= set(kb.symptoms[chosen].onset)
+    for c in candidates:
+        spec = kb.causes[c]
+        referenced |= _entry_signals(spec.requires) | _entry_signals(spec.supports) | _entry_signals(spec.against)
+    missing = tuple(sorted(s for s in referenced if not frame.has(s)))
+
+    return Diagnosis(
+        symptom=chosen, symptom_source=symptom_source, at=when,
+        onset=windows.onset, baseline_window=windows.baseline,
+        causes=tuple(ranked), first_actions=tuple(actions), forbidden=tuple(forbidden),
+        missing_signals=missing, symptom_evidence=symptom_evidence, symptom_visible=symptom_visible,
+        walked=tuple(walked), layers=layers,
+    )
+
+
+def onset_text(diagnosis: Diagnosis) -> str:
+    """`onset 14:20:00Z, 20m before` or `no onset found`."""
+    if diagnosis.onset is None:
+        return "no onset found"
+    from signals.timeparse import format_instant
+
+    return f"onset {format_instant(diagnosis.onset)[11:]}, {format_duration(diagnosis.at - diagnosis.onset)} before"

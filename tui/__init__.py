@@ -1,0 +1,1 @@
+"""The on-call terminal UI (Textual). Nothing imports this package."""
