@@ -93,6 +93,7 @@ def _estimate_depth(text: str) -> tuple[int, int]:
             rest = rest[2:].lstrip(" ")
         quote = ""
         previous = " "
+        peak = flow
         for ch in rest:
             if quote:
                 if ch == quote:
@@ -103,10 +104,11 @@ def _estimate_depth(text: str) -> tuple[int, int]:
                 break
             elif ch in "[{":
                 flow += 1
+                peak = max(peak, flow)
             elif ch in "]}":
                 flow = max(0, flow - 1)
             previous = ch
-        depth = len(indents) + dashes + flow
+        depth = len(indents) + dashes + peak
         if depth > worst:
             worst, worst_line = depth, number
     return worst, worst_line

@@ -77,6 +77,11 @@ def _median(values: FloatArray) -> float:
     return float(np.median(finite)) if finite.size else math.nan
 
 
+def _baseline(ctx: Context, check: CheckSpec) -> tuple[float, float]:
+    """The baseline window a check compares with: the hour before the onset, or all of the lookback."""
+    return ctx.windows.long_baseline if check.baseline == "long" else ctx.windows.baseline
+
+
 def _window(ctx: Context, values: FloatArray, window: tuple[float, float]) -> FloatArray:
     return values[ctx.frame.index(*window)]
 
@@ -115,7 +120,7 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, ctx.windows.baseline))
+    base = _median(_window(ctx, values, _baseline(ctx, check)))
     now = _median(_window(ctx, values, ctx.windows.recent))
     if math.isnan(base) or math.isnan(now):
         return _unknown(check, text, "no data in the baseline or recent window", now, base)
@@ -140,7 +145,7 @@ def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, ctx.windows.baseline))
+    base = _median(_window(ctx, values, _baseline(ctx, check)))
     now = _median(_window(ctx, values, ctx.windows.recent))
     if math.isnan(base) or math.isnan(now):
         return _unknown(check, text, "no data in the baseline or recent window", now, base)
@@ -173,8 +178,11 @@ def check_above_below(ctx: Context, check: CheckSpec) -> Evidence:
         return _unknown(check, text, "no recent data", baseline=base)
     now = float(np.median(finite))
     hits = finite >= check.threshold if above else finite < check.threshold
-    holds = bool(hits.mean() >= 0.8)
-    crossed = math.isnan(base) or (base < check.threshold if above else base >= check.threshold)
+    # Sustained: the typical value is past the line and at least half the samples are;
+    # noise around a pinned value must not hide it.
+    typical = now >= check.threshold if above else now < check.threshold
+    holds = bool(typical and hits.mean() >= 0.5)
+    crossed = not math.isnan(base) and (base < check.threshold if above else base >= check.threshold)
     denominator = abs(check.threshold) or 1.0
     margin = _clip(((now - check.threshold) if above else (check.threshold - now)) / denominator * 4)
     note = f"{_fmt(now)} now, {_fmt(base)} before"
@@ -187,6 +195,8 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
     assert check.signal is not None
     threshold = check.threshold if check.threshold is not None else 0.0
     text = f"{check.signal} > {threshold:g} since the onset"
+    if check.within:
+        text = f"{check.signal} > {threshold:g} first within {check.within} of the onset"
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     view = ctx.frame.replicas(check.signal)
@@ -195,8 +205,17 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         names, rows = view.replicas, view.values
     else:
         names, rows = ("fleet",), ctx.frame.fleet(check.signal)[None, :]
-    incident = ctx.frame.index(*ctx.windows.incident)
-    pre = ctx.frame.index(*ctx.windows.pre)
+    incident_window = ctx.windows.incident
+    pre_window = ctx.windows.pre
+    if check.within:
+        # A state gauge ("last termination was an OOM kill") stays up after the first event;
+        # `within` says how long before the onset a first appearance still counts as new.
+        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
+        start = max(ctx.frame.start, anchor - parse_duration(check.within))
+        incident_window = (start, ctx.windows.at)
+        pre_window = (max(ctx.frame.start, start - (pre_window[1] - pre_window[0])), start - ctx.frame.step / 2)
+    incident = ctx.frame.index(*incident_window)
+    pre = ctx.frame.index(*pre_window)
     flagged: list[str] = []
     peak = math.nan
     before = math.nan
@@ -367,10 +386,10 @@ def check_broad(ctx: Context, check: CheckSpec) -> Evidence:
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     names, now = _replica_medians(ctx, check.signal, ctx.windows.recent)
-    _, base = _replica_medians(ctx, check.signal, ctx.windows.baseline)
+    _, base = _replica_medians(ctx, check.signal, _baseline(ctx, check))
     if len(names) == 0:
         now = np.array([_median(_window(ctx, ctx.frame.fleet(check.signal), ctx.windows.recent))])
-        base = np.array([_median(_window(ctx, ctx.frame.fleet(check.signal), ctx.windows.baseline))])
+        base = np.array([_median(_window(ctx, ctx.frame.fleet(check.signal), _baseline(ctx, check)))])
     known = np.isfinite(now) & np.isfinite(base)
     if not known.any():
         return _unknown(check, text, "no replica has both a baseline and a recent value")
@@ -407,7 +426,7 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, ctx.windows.baseline))
+    base = _median(_window(ctx, values, _baseline(ctx, check)))
     now = _median(_window(ctx, values, ctx.windows.recent))
     if math.isnan(base) or math.isnan(now):
         return _unknown(check, text, "no data in the baseline or recent window", now, base)
@@ -415,7 +434,7 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
     if base <= 0 or now < base * factor or total <= 0:
         return Evidence(check.signal, text, False, now, base, note=f"no rise: {_fmt(now)} vs {_fmt(base)}",
                         departure=True)
-    span = ctx.frame.index(ctx.windows.baseline[0], ctx.windows.at)
+    span = ctx.frame.index(_baseline(ctx, check)[0], ctx.windows.at)
     step = ctx.frame.step
     smooth = _smooth(values[span], max(1, round(120 / step)))
     lag = max(1, round(within / step))

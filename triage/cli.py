@@ -164,6 +164,16 @@ def _at_arg(value: str | None, fixture: Fixture) -> float:
     return at
 
 
+def use_color(stream: TextIO) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     graph = _graph(args)
     fixture = _load_checked_fixture(args.fixture, graph.knowledge)
@@ -178,7 +188,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     elif args.format == "markdown":
         out.write(to_markdown(diagnosis))
     else:
-        out.write(to_text(diagnosis, color=None if out is sys.stdout else False, verbose=args.verbose))
+        out.write(to_text(diagnosis, color=use_color(out), verbose=args.verbose))
     return EXIT_OK
 
 

@@ -36,24 +36,24 @@ LayerName = Literal["request", "engine", "resource", "supply"]
 
 # Which parameters each check kind takes; the first tuple is required, the second optional.
 CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "rise": (("signal",), ("factor", "min_delta", "view")),
-    "drop": (("signal",), ("factor", "min_delta", "view")),
+    "rise": (("signal",), ("factor", "min_delta", "view", "baseline")),
+    "drop": (("signal",), ("factor", "min_delta", "view", "baseline")),
     "above": (("signal", "threshold"), ("for_", "view")),
     "below": (("signal", "threshold"), ("for_", "view")),
-    "event": (("signal",), ("threshold",)),
+    "event": (("signal",), ("threshold", "within")),
     "change": (("signal",), ("labels",)),
     "label_is": (("signal", "label", "values"), ()),
     "outlier": (("signal",), ("factor", "min_delta", "max_share", "direction")),
-    "broad": (("signal",), ("factor", "min_delta", "share")),
-    "sudden": (("signal",), ("factor", "within", "share", "view")),
-    "gradual": (("signal",), ("factor", "within", "share", "view")),
+    "broad": (("signal",), ("factor", "min_delta", "share", "baseline")),
+    "sudden": (("signal",), ("factor", "within", "share", "view", "baseline")),
+    "gradual": (("signal",), ("factor", "within", "share", "view", "baseline")),
     "shortfall": (("signal", "of"), ("min_delta",)),
     "replicas_lost": ((), ("min_count",)),
     "wave": (("signal",), ("min_count", "threshold")),
-    "steady": (("signal",), ("factor", "view")),
+    "steady": (("signal",), ("factor", "view", "baseline")),
 }
 _PARAM_NAMES = ("signal", "factor", "min_delta", "view", "threshold", "for_", "labels", "label", "values",
-                "max_share", "direction", "share", "within", "of", "min_count")
+                "max_share", "direction", "share", "within", "of", "min_count", "baseline")
 
 
 class _Strict(BaseModel):
@@ -79,6 +79,7 @@ class CheckSpec(_Strict):
     within: str | None = None
     of: str | None = None
     min_count: int | None = Field(None, ge=1)
+    baseline: Literal["onset", "long"] | None = None
     weight: float = Field(1.0, gt=0, le=10)
     note: str = ""
 
@@ -295,6 +296,10 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             if stop_at_first:
                 raise InputErrors(exc.problems[:1]) from None
             problems.extend(exc.problems)
+    if problems:
+        # A file that failed its schema contributes nothing, so cross-file checks would only
+        # echo its ids back as "unknown": report the schema problems alone.
+        raise InputErrors(problems)
 
     settings: Settings | None = None
     symptoms: dict[str, SymptomSpec] = {}

@@ -72,12 +72,14 @@ def _evidence_line(e: Evidence) -> Text:
     return line
 
 
-def to_text(diagnosis: Diagnosis, color: bool | None = None, width: int = 100, verbose: bool = False) -> str:
-    """The terminal view. `color=None` lets rich decide (TTY, NO_COLOR); False forces plain."""
+def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) -> str:
+    """The terminal view; ANSI colour only when `color` (the caller decides: TTY and no NO_COLOR).
+
+    Lines are never hard-wrapped, so the text pipes and greps cleanly; a terminal wraps them.
+    """
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, highlight=False, soft_wrap=False,
-                      force_terminal=bool(color) if color is not None else None,
-                      no_color=color is False, color_system="standard" if color else None)
+    console = Console(file=buffer, width=10_000, highlight=False, soft_wrap=True,
+                      force_terminal=color, no_color=not color, color_system="standard" if color else None)
     d = diagnosis
     head = Text()
     head.append(d.symptom.upper().replace("_", " "), style="bold magenta")

@@ -156,41 +156,43 @@ def _summary(finding: CauseFinding, limit: int = 2) -> str:
     return "; ".join(parts)
 
 
-def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[CauseFinding]) -> list[Forbidden]:
+def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[CauseFinding],
+               symptom_evidence: tuple[Evidence, ...]) -> list[Forbidden]:
+    """Every forbidden action the evidence makes tempting, with the evidence in its reason."""
     kb = graph.knowledge
     top = ranked[0] if ranked else None
-    ranked_ids = {f.cause for f in ranked}
+    by_id = {f.cause: f for f in ranked}
+    shown = next((e for e in symptom_evidence if e.holds), None)
     out = []
     for fid in sorted(kb.forbidden):
         rule = kb.forbidden[fid]
         if top is not None and top.cause in rule.unless_top_cause:
             continue
-        trigger = ""
-        if rule.when.always:
-            trigger = "always"
-        elif symptom in rule.when.symptoms:
-            trigger = f"the symptom is {symptom}"
+        now = ""
+        if rule.when.always or symptom in rule.when.symptoms:
+            if rule.unless_top_cause:
+                wanted = " or ".join(rule.unless_top_cause)
+                now = (f"the top cause is {top.cause} ({_summary(top, 1)}), not {wanted}" if top is not None
+                       else f"no cause departs from its baseline, so nothing shows {wanted}")
+            elif shown is not None:
+                now = f"{shown.signal} {shown.note}"
+            elif top is not None:
+                now = f"the top cause is {top.cause} ({_summary(top, 1)})"
+            else:
+                now = f"the symptom is {symptom}"
         else:
-            hit = sorted(ranked_ids & set(rule.when.causes))
+            hit = [c for c in rule.when.causes if c in by_id]
             if hit:
-                trigger = f"{hit[0]} is ranked"
+                cause = min(hit, key=lambda c: (ranked.index(by_id[c]), c))
+                now = f"{cause} is ranked ({_summary(by_id[cause], 1)})"
             else:
                 for check in rule.when.checks:
                     result = evaluate(ctx, check)
                     if result.holds:
-                        trigger = f"{result.check} ({result.note})"
+                        now = f"{result.check}: {result.note}"
                         break
-        if not trigger:
-            continue
-        if top is not None:
-            now = f"Now: the top cause is {top.cause}" + (f" ({_summary(top)})" if _summary(top) else "")
-            if rule.unless_top_cause:
-                now += f", not {' or '.join(rule.unless_top_cause)}"
-        else:
-            now = "Now: no cause departs from its baseline, so nothing shows a need for it"
-        if trigger not in ("always",) and not trigger.startswith("the symptom"):
-            now += f"; flagged because {trigger}"
-        out.append(Forbidden(fid, f"{rule.reason.strip()} {now}."))
+        if now:
+            out.append(Forbidden(fid, f"{rule.reason.strip()} Now: {now}."))
     return out
 
 
@@ -251,7 +253,7 @@ def diagnose(graph: TriageGraph, frame: SignalFrame, symptom: str = AUTO, at: fl
     by_id = {f.cause: f for f in ranked}
     walked = [by_id.get(f.cause, f) for f in walked]
 
-    forbidden = _forbidden(graph, ctx, chosen, ranked)
+    forbidden = _forbidden(graph, ctx, chosen, ranked, symptom_evidence)
     forbidden_ids = {f.action for f in forbidden}
     if ranked:
         actions = [a for a in ranked[0].actions if a.id not in forbidden_ids]

@@ -10,7 +10,9 @@ worse, found by maximising a two-sample t statistic over every split of the look
 - recent: the last five minutes up to `at`, never before the onset;
 - incident: from `lead` before the onset to `at`, where events (XIDs, restarts, version
   changes) that may have caused the symptom are looked for;
-- pre: the baseline span before the incident window, to tell a new event from an old one.
+- pre: the baseline span before the incident window, to tell a new event from an old one;
+- long baseline: everything in the lookback before the onset, for growth too slow to
+  show against the last hour (demand that climbs over an afternoon).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Windows:
     recent: tuple[float, float]
     incident: tuple[float, float]
     pre: tuple[float, float]
+    long_baseline: tuple[float, float]
 
 
 def change_point(times: FloatArray, values: FloatArray, worse_up: bool) -> tuple[float, float, float] | None:
@@ -147,4 +150,6 @@ def make_windows(frame: SignalFrame, at: float, onset: float | None, settings: S
     recent = (max(anchor, at - recent_span), at)
     incident = (max(frame.start, anchor - lead), at)
     pre = (max(frame.start, incident[0] - baseline_span), incident[0] - frame.step / 2)
-    return Windows(at, onset, baseline, recent, incident, pre)
+    lookback = parse_duration(w.lookback)
+    long_baseline = (max(frame.start, anchor - lookback), baseline_end)
+    return Windows(at, onset, baseline, recent, incident, pre, long_baseline)

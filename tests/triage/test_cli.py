@@ -1,0 +1,176 @@
+"""The command line: formats, exit codes, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triage.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+
+ROOT = Path(__file__).resolve().parents[2]
+KV = str(ROOT / "fixtures" / "kv-pressure-long-context.yaml")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "triage.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_diagnose_text_is_plain_when_piped() -> None:
+    result = run("diagnose", "--fixture", KV)
+    assert result.returncode == EXIT_OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("TPOT SLOW")
+    assert lines[1].startswith("VERDICT  kv_pressure (resource)")
+    assert "\x1b[" not in result.stdout
+    assert "✗ scale_out" in result.stdout and "FIRST ACTIONS" in result.stdout
+    assert result.stderr == ""
+
+
+def test_diagnose_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--fixture", KV, "--format", "json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= {"symptom", "at", "causes", "first_actions", "forbidden", "missing_signals"}
+    assert data["symptom"] == "tpot_slow" and data["at"].endswith("Z")
+    top = data["causes"][0]
+    assert top["cause"] == "kv_pressure" and top["layer"] == "resource" and 0 < top["score"] <= 1
+    kv = next(e for e in top["evidence"] if e["signal"] == "kv_usage_ratio")
+    assert kv["holds"] is True and kv["value"] >= 0.95 and kv["baseline"] < 0.7
+    assert {"signal", "value", "baseline", "check", "holds"} <= set(kv)
+    assert {f["action"] for f in data["forbidden"]} >= {"scale_out", "raise_gpu_memory_utilization"}
+    assert all(f["reason"] for f in data["forbidden"])
+    assert all({"id", "text"} <= set(a) for a in data["first_actions"])
+
+
+def test_diagnose_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--fixture", KV, "--format", "markdown"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("## Triage: tpot_slow → **kv_pressure**")
+    assert "### First actions" in out and "**scale_out**" in out and "| requires: `kv_usage_ratio" in out
+
+
+def test_symptom_and_at_override(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--fixture", KV, "--format", "json", "--symptom", "ttft_slow", "--at", "30m"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["symptom"] == "ttft_slow" and data["at"] == "2026-10-14T13:30:00Z"
+    assert data["causes"] == []   # thirty minutes in, nothing had happened yet
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["diagnose", "--fixture", "nope.yaml"], "nope.yaml:0: (file): no such file"),
+    (["diagnose", "--fixture", KV, "--symptom", "ttft_slw"], "unknown symptom 'ttft_slw' (did you mean ttft_slow?)"),
+    (["diagnose", "--fixture", KV, "--at", "9h"], "--at: 2026-10-14T22:00:00Z is outside the data"),
+    (["diagnose", "--fixture", KV, "--at", "noon"], "--at:"),
+    (["replay", KV, "--every", "5s"], "shorter than the fixture's interval"),
+    (["replay", KV, "--every", "often"], "--every:"),
+    (["test", "no/such/dir"], "no such file or folder"),
+    (["diagnose", "--fixture", KV, "--playbooks", "/nonexistent"], "no such playbook folder"),
+])
+def test_bad_usage_is_one_line_and_exit_2(args: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert fragment in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_argparse_errors_exit_2() -> None:
+    result = run("diagnose")
+    assert result.returncode == EXIT_USAGE and "--fixture" in result.stderr
+    result = run("diagnose", "--fixture", KV, "--format", "yaml")
+    assert result.returncode == EXIT_USAGE and "invalid choice" in result.stderr
+
+
+def test_bad_fixture_is_located(tmp_path: Path) -> None:
+    text = Path(KV).read_text().replace("symptom: tpot_slow", "symptom: tpot_slo")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    result = run("diagnose", "--fixture", str(bad))
+    line = text.splitlines().index("symptom: tpot_slo") + 1
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip() == (f"triage: {bad}:{line}: symptom: unknown symptom 'tpot_slo' "
+                                     "(did you mean tpot_slow?)")
+
+
+def test_alias_bomb_fixture_exits_2(tmp_path: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines))
+    result = run("diagnose", "--fixture", str(bomb))
+    assert result.returncode == EXIT_USAGE and "alias bomb" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_replay_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", KV, "--every", "5m"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("kv-pressure-long-context: ")
+    assert "final: kv_pressure; first on top at +" in out and "after the onset" in out
+    assert main(["replay", KV, "--every", "5m", "--format", "json"]) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["top_cause"] == "kv_pressure"
+    assert data["summary"]["onset_to_settled_seconds"] > 0
+    assert data["steps"][0]["causes"] == [] and data["steps"][-1]["causes"][0]["cause"] == "kv_pressure"
+
+
+def test_test_command_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", KV]) == EXIT_OK
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(Path(KV).read_text().replace("cause: kv_pressure", "cause: routing_imbalance")
+                     .replace("name: kv-pressure-long-context", "name: wrong-expectation"))
+    assert main(["test", KV, str(wrong)]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert f"FAIL  {wrong}" in out and "expected top cause routing_imbalance (not ranked), got kv_pressure" in out
+    assert "1 passed, 1 failed" in out
+
+
+def test_test_command_reports_duplicate_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(Path(KV).read_text())
+    assert main(["test", KV, str(copy)]) == EXIT_FAILED
+    assert "is also used by" in capsys.readouterr().out
+
+
+def test_playbooks_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["playbooks", "check", "--playbooks", str(ROOT / "playbooks")]) == EXIT_OK
+    assert "ok: 6 symptoms" in capsys.readouterr().out
+    for f in (ROOT / "playbooks").glob("*.yaml"):
+        (tmp_path / f.name).write_text(f.read_text())
+    broken = tmp_path / "actions.yaml"
+    broken.write_text(broken.read_text().replace("  compare_replicas:", "  compare_replica:"))
+    assert main(["playbooks", "check", "--playbooks", str(tmp_path)]) == EXIT_FAILED
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) >= 2 and all(": unknown action 'compare_replicas'" in line for line in lines)
+    assert "problems in" in captured.err
+
+
+def test_help_teaches() -> None:
+    result = run("--help")
+    assert result.returncode == 0 and "examples:" in result.stdout and "exit codes:" in result.stdout
+    result = run("diagnose", "--help")
+    assert "--at" in result.stdout and "offset" in result.stdout
+
+
+def test_color_only_on_a_terminal_and_never_with_no_color() -> None:
+    from triage.cli import use_color
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    env = dict(os.environ)
+    try:
+        os.environ.pop("NO_COLOR", None)
+        os.environ["TERM"] = "xterm"
+        assert use_color(Tty()) is True  # type: ignore[arg-type]
+        os.environ["NO_COLOR"] = "1"
+        assert use_color(Tty()) is False  # type: ignore[arg-type]
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
