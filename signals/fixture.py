@@ -22,8 +22,18 @@ from signals.timeparse import parse_duration, parse_instant
 from signals.vocabulary import SIGNALS, suggest
 from signals.yamldoc import Document, read_yaml
 
-TOP_KEYS = ("name", "description", "level", "interval", "start", "at", "symptom", "alert",
-            "input_series", "expect")
+TOP_KEYS = (
+    "name",
+    "description",
+    "level",
+    "interval",
+    "start",
+    "at",
+    "symptom",
+    "alert",
+    "input_series",
+    "expect",
+)
 EXPECT_KEYS = ("cause", "also", "forbidden", "not_forbidden")
 ALERT_KEYS = ("labels", "annotations")
 SERIES_KEYS = ("series", "values")
@@ -60,12 +70,15 @@ class Fixture:
     document: Document = field(repr=False)
 
 
-def _unknown_keys(doc: Document, data: Mapping[str, Any], allowed: tuple[str, ...],
-                  path: tuple[str | int, ...]) -> None:
+def _unknown_keys(
+    doc: Document, data: Mapping[str, Any], allowed: tuple[str, ...], path: tuple[str | int, ...]
+) -> None:
     for key in data:
         if key not in allowed:
-            raise doc.error((*path, str(key)), f"unknown key{suggest(str(key), list(allowed))}; "
-                                               f"allowed: {', '.join(allowed)}")
+            raise doc.error(
+                (*path, str(key)),
+                f"unknown key{suggest(str(key), list(allowed))}; allowed: {', '.join(allowed)}",
+            )
 
 
 def _string(doc: Document, value: Any, path: tuple[str | int, ...]) -> str:
@@ -126,8 +139,11 @@ def fixture_from_document(doc: Document) -> Fixture:
     if level not in ("signal", "raw"):
         raise doc.error(("level",), "expected signal or raw")
     if level == "raw":
-        raise doc.error(("level",), "raw exporter series are replayed through a real Prometheus; "
-                                    "this command reads signal-level fixtures only")
+        raise doc.error(
+            ("level",),
+            "raw exporter series are replayed through a real Prometheus; "
+            "this command reads signal-level fixtures only",
+        )
     name = _string(doc, data.get("name", ""), ("name",)) if "name" in data else ""
     if not name:
         raise doc.error(("name",), "every fixture needs a unique name")
@@ -202,8 +218,11 @@ def fixture_from_document(doc: Document) -> Fixture:
         except ValueError as exc:
             raise doc.error(("at",), str(exc)) from None
         if not frame.start <= at <= frame.end:
-            raise doc.error(("at",), f"outside the data: the series cover offsets 0s to "
-                                     f"{int(frame.end - frame.start)}s from start")
+            raise doc.error(
+                ("at",),
+                f"outside the data: the series cover offsets 0s to "
+                f"{int(frame.end - frame.start)}s from start",
+            )
 
     symptom = data.get("symptom")
     if symptom is not None:
@@ -214,11 +233,18 @@ def fixture_from_document(doc: Document) -> Fixture:
     _unknown_keys(doc, alert, ALERT_KEYS, ("alert",))
     expect = _read_expect(doc, data["expect"]) if data.get("expect") is not None else None
     return Fixture(
-        path=doc.source, name=name, description=description, interval=interval, start=start,
-        at=at, symptom=symptom,
+        path=doc.source,
+        name=name,
+        description=description,
+        interval=interval,
+        start=start,
+        at=at,
+        symptom=symptom,
         alert_labels=_string_map(doc, alert.get("labels"), ("alert", "labels")),
         alert_annotations=_string_map(doc, alert.get("annotations"), ("alert", "annotations")),
-        expect=expect, frame=frame, document=doc,
+        expect=expect,
+        frame=frame,
+        document=doc,
     )
 
 

@@ -47,7 +47,7 @@ def aggregate(matrix: FloatArray, how: Aggregation) -> FloatArray:
     if matrix.shape[0] == 0:
         return np.full(matrix.shape[1], np.nan)
     if matrix.shape[0] == 1:
-        return matrix[0].copy()
+        return np.asarray(matrix[0], dtype=np.float64).copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
         if how == "sum":
@@ -84,8 +84,10 @@ class SignalFrame:
         by_signal: dict[str, list[Series]] = {}
         for s in self.series:
             if s.values.shape != self.times.shape:
-                raise ValueError(f"series {s.signal}{dict(s.labels)} has {s.values.shape[0]} samples, "
-                                 f"the grid has {self.times.shape[0]}")
+                raise ValueError(
+                    f"series {s.signal}{dict(s.labels)} has {s.values.shape[0]} samples, "
+                    f"the grid has {self.times.shape[0]}"
+                )
             by_signal.setdefault(s.signal, []).append(s)
         for rows in by_signal.values():
             rows.sort(key=lambda s: s.labels)
@@ -105,8 +107,9 @@ class SignalFrame:
 
     def signals(self) -> list[str]:
         """Names of the signals that hold at least one sample."""
-        return sorted(name for name, rows in self._by_signal.items()
-                      if any(np.isfinite(s.values).any() for s in rows))
+        return sorted(
+            name for name, rows in self._by_signal.items() if any(np.isfinite(s.values).any() for s in rows)
+        )
 
     def has(self, signal: str) -> bool:
         rows = self._by_signal.get(signal, [])
@@ -172,9 +175,7 @@ class SignalFrame:
     def to_pandas(self, signal: str) -> pd.DataFrame:
         """One signal as a DataFrame: a UTC time index, one column per series."""
         rows = self._by_signal.get(signal, [])
-        columns = {
-            ",".join(f"{k}={v}" for k, v in s.labels) or "fleet": s.values for s in rows
-        }
+        columns = {",".join(f"{k}={v}" for k, v in s.labels) or "fleet": s.values for s in rows}
         index = pd.to_datetime(self.times, unit="s", utc=True)
         return pd.DataFrame(columns, index=index)
 

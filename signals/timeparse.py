@@ -52,7 +52,7 @@ def format_instant(epoch: float) -> str:
 
 def format_duration(seconds: float) -> str:
     """A compact duration: 45s, 12m, 1h05m."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     sign = "-" if seconds < 0 else ""
     seconds = abs(seconds)
     if seconds < 60:

@@ -28,8 +28,15 @@ class SignalSpec:
     higher_is_worse: bool = True
 
 
-def _s(name: str, unit: str, layer: str, meaning: str, fleet: Aggregation, kind: Kind = "gauge",
-       higher_is_worse: bool = True) -> SignalSpec:
+def _s(
+    name: str,
+    unit: str,
+    layer: str,
+    meaning: str,
+    fleet: Aggregation,
+    kind: Kind = "gauge",
+    higher_is_worse: bool = True,
+) -> SignalSpec:
     return SignalSpec(name, unit, layer, meaning, fleet, kind, higher_is_worse)
 
 
@@ -54,8 +61,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
         _s("requests_running", "requests", "engine", "in the running batch", "sum"),
         _s("queue_time_p99_seconds", "s", "engine", "time waiting before prefill, P99", "max"),
         _s("prefill_time_p99_seconds", "s", "engine", "time in prefill, P99", "max"),
-        _s("prefix_hit_ratio", "ratio", "engine", "prefix-cache hits over queries", "mean",
-           higher_is_worse=False),
+        _s(
+            "prefix_hit_ratio",
+            "ratio",
+            "engine",
+            "prefix-cache hits over queries",
+            "mean",
+            higher_is_worse=False,
+        ),
         _s("prompt_tokens_rate", "tokens/s", "request", "prompt token volume", "sum"),
         _s("generation_tokens_rate", "tokens/s", "request", "generated token volume", "sum"),
         _s("kv_usage_ratio", "ratio", "resource", "KV-cache blocks in use", "mean"),
@@ -64,8 +77,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
         _s("gpu_util_ratio", "ratio", "resource", "GPU busy", "mean"),
         _s("gpu_temp_celsius", "°C", "resource", "GPU temperature", "max"),
         _s("gpu_power_watts", "W", "resource", "GPU power draw", "max"),
-        _s("gpu_throttle", "0/1", "resource", "clocks held down by a thermal or power limit", "max",
-           kind="event"),
+        _s(
+            "gpu_throttle",
+            "0/1",
+            "resource",
+            "clocks held down by a thermal or power limit",
+            "max",
+            kind="event",
+        ),
         _s("gpu_xid", "code", "resource", "last XID error code, 0 when none", "max", kind="event"),
         _s("gpu_ecc_errors", "count", "resource", "double-bit ECC errors in the window", "sum", kind="event"),
         _s("replicas_ready", "replicas", "supply", "serving replicas ready", "sum", higher_is_worse=False),

@@ -143,36 +143,54 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: Path, depth: int) -> Any:
         if depth > MAX_DEPTH:
-            raise InputError(self.source, node.start_mark.line + 1, key_name(path),
-                             f"nesting deeper than {MAX_DEPTH} levels")
+            raise InputError(
+                self.source,
+                node.start_mark.line + 1,
+                key_name(path),
+                f"nesting deeper than {MAX_DEPTH} levels",
+            )
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.ScalarNode):
-            return self.loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+            return self.loader.construct_object(node, deep=True)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise InputError(self.source, key_node.start_mark.line + 1, key_name(path),
-                                     "merge keys (<<) are not supported: write the keys out")
+                    raise InputError(
+                        self.source,
+                        key_node.start_mark.line + 1,
+                        key_name(path),
+                        "merge keys (<<) are not supported: write the keys out",
+                    )
                 if not isinstance(key_node, yaml.ScalarNode):
-                    raise InputError(self.source, key_node.start_mark.line + 1, key_name(path),
-                                     "a mapping key must be a plain value")
-                key = self.loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+                    raise InputError(
+                        self.source,
+                        key_node.start_mark.line + 1,
+                        key_name(path),
+                        "a mapping key must be a plain value",
+                    )
+                key = self.loader.construct_object(key_node)
                 if not isinstance(key, (str, int, float, bool)) or key is None:
                     key = str(key)
                 if key in out:
-                    raise InputError(self.source, key_node.start_mark.line + 1,
-                                     key_name((*path, str(key))), "duplicate key")
+                    raise InputError(
+                        self.source,
+                        key_node.start_mark.line + 1,
+                        key_name((*path, str(key))),
+                        "duplicate key",
+                    )
                 self.lines[(*path, str(key) if not isinstance(key, int) else key)] = (
                     key_node.start_mark.line + 1
                 )
-                out[key] = self.build(value_node, (*path, key if isinstance(key, (str, int)) else str(key)),
-                                      depth + 1)
+                out[key] = self.build(
+                    value_node, (*path, key if isinstance(key, (str, int)) else str(key)), depth + 1
+                )
             return out
-        raise InputError(self.source, node.start_mark.line + 1, key_name(path),
-                         "unsupported YAML node")  # pragma: no cover
+        raise InputError(
+            self.source, node.start_mark.line + 1, key_name(path), "unsupported YAML node"
+        )  # pragma: no cover
 
 
 def parse_yaml(text: str, source: str) -> Document:
@@ -181,16 +199,21 @@ def parse_yaml(text: str, source: str) -> Document:
         raise InputError(source, 1, "(document)", f"larger than {MAX_BYTES // (1024 * 1024)} MiB")
     depth, depth_line = _estimate_depth(text)
     if depth > MAX_DEPTH:
-        raise InputError(source, depth_line, "(document)",
-                         f"nesting deeper than {MAX_DEPTH} levels; refusing to parse")
+        raise InputError(
+            source, depth_line, "(document)", f"nesting deeper than {MAX_DEPTH} levels; refusing to parse"
+        )
     loader = _Loader(text)
     try:
-        node = loader.get_single_node()  # type: ignore[no-untyped-call]
+        node = loader.get_single_node()
         if node is None:
             raise InputError(source, 1, "(document)", "the document is empty")
         if _expanded_size(node, {}) > MAX_EXPANDED_NODES:
-            raise InputError(source, node.start_mark.line + 1, "(document)",
-                             f"expands to more than {MAX_EXPANDED_NODES:,} nodes (alias bomb?)")
+            raise InputError(
+                source,
+                node.start_mark.line + 1,
+                "(document)",
+                f"expands to more than {MAX_EXPANDED_NODES:,} nodes (alias bomb?)",
+            )
         builder = _Builder(source, loader)
         data = builder.build(node, (), 0)
         return Document(source, data, builder.lines)
@@ -204,7 +227,7 @@ def parse_yaml(text: str, source: str) -> Document:
     except RecursionError:
         raise InputError(source, 1, "(document)", "nesting too deep to read") from None
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
 
 
 def read_yaml(path: str) -> Document:

@@ -34,7 +34,9 @@ def frame_of(series: Mapping[str, object], steps: int, step: float = STEP) -> Si
     return SignalFrame(START + step * np.arange(steps), rows)
 
 
-def stepped(before: float, after: float, at: int, steps: int, noise: float = 0.0, seed: int = 0) -> np.ndarray:
+def stepped(
+    before: float, after: float, at: int, steps: int, noise: float = 0.0, seed: int = 0
+) -> np.ndarray:
     """`before` until index `at`, then `after`, with optional relative noise."""
     values = np.where(np.arange(steps) < at, before, after).astype(float)
     if noise:

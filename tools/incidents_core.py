@@ -8,8 +8,14 @@ from tools.synth import Fleet
 
 @incident
 def kv_pressure_long_context() -> None:
-    f = Fleet("kv-pressure-long-context", "Contexts grew in a long-document batch job; KV filled on every "
-              "replica and the scheduler started preempting.", replicas=6, duration="90m", seed=11)
+    f = Fleet(
+        "kv-pressure-long-context",
+        "Contexts grew in a long-document batch job; KV filled on every "
+        "replica and the scheduler started preempting.",
+        replicas=6,
+        duration="90m",
+        seed=11,
+    )
     at = "50m"
     f.step("kv_usage_ratio", at, to=0.985, ramp="6m")
     f.step("preemption_rate", "52m", to=2.5, ramp="3m")
@@ -18,23 +24,41 @@ def kv_pressure_long_context() -> None:
     f.step("ttft_p99_seconds", "54m", factor=2.2, ramp="3m")
     f.step("queue_waiting", "54m", to=6, ramp="3m")
     f.step("prompt_tokens_p95", at, factor=1.25, ramp="5m")
-    f.write(path(f.name), "tpot_slow", at="80m",
-            expect={"cause": "kv_pressure", "forbidden": ["scale_out", "raise_gpu_memory_utilization",
-                                                          "raise_max_num_seqs", "tune_sampling"]})
+    f.write(
+        path(f.name),
+        "tpot_slow",
+        at="80m",
+        expect={
+            "cause": "kv_pressure",
+            "forbidden": ["scale_out", "raise_gpu_memory_utilization", "raise_max_num_seqs", "tune_sampling"],
+        },
+    )
 
 
 @incident
 def healthy_fleet() -> None:
-    f = Fleet("healthy-fleet-no-incident", "An ordinary hour: noise, a scrape gap, nothing departs from "
-              "its baseline. The tool must not blame anything.", replicas=5, duration="90m", seed=3, gaps=3)
+    f = Fleet(
+        "healthy-fleet-no-incident",
+        "An ordinary hour: noise, a scrape gap, nothing departs from "
+        "its baseline. The tool must not blame anything.",
+        replicas=5,
+        duration="90m",
+        seed=3,
+        gaps=3,
+    )
     f.write(path(f.name), None, expect={"cause": "none", "forbidden": ["scale_out"]})
 
 
 @incident
 def replica_down_queue_growth() -> None:
-    f = Fleet("replica-down-queue-growth", "Two of eight replicas stopped (node drained by mistake); the "
-              "survivors' queues and TTFT rose. Queue growth looks like a capacity problem but is not.",
-              replicas=8, duration="100m", seed=21)
+    f = Fleet(
+        "replica-down-queue-growth",
+        "Two of eight replicas stopped (node drained by mistake); the "
+        "survivors' queues and TTFT rose. Queue growth looks like a capacity problem but is not.",
+        replicas=8,
+        duration="100m",
+        seed=21,
+    )
     gone = f.who(2, 5)
     survivors = [n for n in f.names if n not in gone]
     f.set("replicas_ready", "55m", 6)
@@ -47,15 +71,28 @@ def replica_down_queue_growth() -> None:
     f.step("queue_time_p99_seconds", "56m", factor=6.0, replicas=survivors, ramp="4m")
     for name in gone:
         f.vanish(name, "55m")
-    f.write(path(f.name), "ttft_slow", at="90m",
-            expect={"cause": "replica_down", "also": ["kv_pressure"], "forbidden": ["scale_out", "tune_sampling"]})
+    f.write(
+        path(f.name),
+        "ttft_slow",
+        at="90m",
+        expect={
+            "cause": "replica_down",
+            "also": ["kv_pressure"],
+            "forbidden": ["scale_out", "tune_sampling"],
+        },
+    )
 
 
 @incident
 def capacity_shortage_steady_growth() -> None:
-    f = Fleet("capacity-shortage-steady-growth", "A product launch drove demand up steadily over two hours "
-              "across every tenant; each replica saturated evenly. KV, cache, GPUs and replicas are healthy.",
-              replicas=6, duration="180m", seed=31)
+    f = Fleet(
+        "capacity-shortage-steady-growth",
+        "A product launch drove demand up steadily over two hours "
+        "across every tenant; each replica saturated evenly. KV, cache, GPUs and replicas are healthy.",
+        replicas=6,
+        duration="180m",
+        seed=31,
+    )
     f.ramp("request_rate", "30m", "150m", 1.7)
     f.ramp("prompt_tokens_rate", "30m", "150m", 1.7)
     f.ramp("generation_tokens_rate", "30m", "150m", 1.7)
@@ -64,14 +101,24 @@ def capacity_shortage_steady_growth() -> None:
     f.step("queue_waiting", "120m", to=12, ramp="30m")
     f.step("queue_time_p99_seconds", "120m", factor=8, ramp="30m")
     f.step("ttft_p99_seconds", "120m", factor=3.0, ramp="30m")
-    f.write(path(f.name), "ttft_slow", at="175m",
-            expect={"cause": "capacity_shortage", "not_forbidden": ["scale_out"], "forbidden": ["tune_sampling"]})
+    f.write(
+        path(f.name),
+        "ttft_slow",
+        at="175m",
+        expect={"cause": "capacity_shortage", "not_forbidden": ["scale_out"], "forbidden": ["tune_sampling"]},
+    )
 
 
 @incident
 def traffic_burst_one_tenant() -> None:
-    f = Fleet("traffic-burst-one-tenant", "A batch client started hammering the endpoint: request rate "
-              "doubled within two minutes; queues grew at once everywhere.", replicas=5, duration="80m", seed=41)
+    f = Fleet(
+        "traffic-burst-one-tenant",
+        "A batch client started hammering the endpoint: request rate "
+        "doubled within two minutes; queues grew at once everywhere.",
+        replicas=5,
+        duration="80m",
+        seed=41,
+    )
     f.step("request_rate", "50m", factor=2.1, ramp="2m")
     f.step("prompt_tokens_rate", "50m", factor=2.1, ramp="2m")
     f.step("generation_tokens_rate", "50m", factor=2.0, ramp="2m")
@@ -81,5 +128,9 @@ def traffic_burst_one_tenant() -> None:
     f.step("ttft_p99_seconds", "51m", factor=4, ramp="2m")
     f.step("kv_usage_ratio", "51m", to=0.8, ramp="3m")
     f.step("rejected_ratio", "52m", to=0.04, ramp="2m")
-    f.write(path(f.name), "ttft_slow", at="70m",
-            expect={"cause": "traffic_burst", "forbidden": ["scale_out", "tune_sampling"]})
+    f.write(
+        path(f.name),
+        "ttft_slow",
+        at="70m",
+        expect={"cause": "traffic_burst", "forbidden": ["scale_out", "tune_sampling"]},
+    )

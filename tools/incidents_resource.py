@@ -19,10 +19,25 @@ from tools.synth import Fleet
 # gateway, GPU series from DCGM on the node, restarts and OOM kills from
 # kube-state-metrics; those keep reporting.
 ENGINE_EXPORTED = (
-    "ttft_p99_seconds", "ttft_p50_seconds", "tpot_p99_seconds", "tpot_p50_seconds", "e2e_p99_seconds",
-    "prompt_tokens_p95", "output_tokens_p95", "long_prompt_ratio", "queue_waiting", "requests_running",
-    "queue_time_p99_seconds", "prefill_time_p99_seconds", "prefix_hit_ratio", "prompt_tokens_rate",
-    "generation_tokens_rate", "kv_usage_ratio", "preemption_rate", "build_info", "config_info",
+    "ttft_p99_seconds",
+    "ttft_p50_seconds",
+    "tpot_p99_seconds",
+    "tpot_p50_seconds",
+    "e2e_p99_seconds",
+    "prompt_tokens_p95",
+    "output_tokens_p95",
+    "long_prompt_ratio",
+    "queue_waiting",
+    "requests_running",
+    "queue_time_p99_seconds",
+    "prefill_time_p99_seconds",
+    "prefix_hit_ratio",
+    "prompt_tokens_rate",
+    "generation_tokens_rate",
+    "kv_usage_ratio",
+    "preemption_rate",
+    "build_info",
+    "config_info",
 )
 
 
@@ -43,9 +58,15 @@ def _scale(f: Fleet, signal: str, start: str, end: str, factor: float, replicas:
 
 @incident
 def gpu_throttling_hot_node() -> None:
-    f = Fleet("gpu-throttling-hot-node", "A chassis fan failed on one node: its two GPUs climbed about 20 °C "
-              "into thermal slowdown and their replicas decode slower; the other eight replicas are fine.",
-              replicas=10, duration="120m", interval="30s", seed=51)
+    f = Fleet(
+        "gpu-throttling-hot-node",
+        "A chassis fan failed on one node: its two GPUs climbed about 20 °C "
+        "into thermal slowdown and their replicas decode slower; the other eight replicas are fine.",
+        replicas=10,
+        duration="120m",
+        interval="30s",
+        seed=51,
+    )
     hot = f.who(4, 7)
     f.step("gpu_temp_celsius", "58m", to=86.5, replicas=hot, ramp="8m")
     f.set("gpu_throttle", "64m", 1, replicas=hot)
@@ -60,15 +81,26 @@ def gpu_throttling_hot_node() -> None:
     f.step("kv_usage_ratio", "65m", to=0.68, replicas=hot, ramp="4m")
     f.step("queue_waiting", "66m", to=3.5, replicas=hot, ramp="4m")
     f.step("generation_tokens_rate", "64m", factor=0.9, replicas=hot, ramp="3m")
-    f.write(path(f.name), "tpot_slow", at="100m",
-            expect={"cause": "gpu_throttling", "forbidden": ["scale_out", "tune_sampling"]})
+    f.write(
+        path(f.name),
+        "tpot_slow",
+        at="100m",
+        expect={"cause": "gpu_throttling", "forbidden": ["scale_out", "tune_sampling"]},
+    )
 
 
 @incident
 def gpu_fault_xid79_replica_lost() -> None:
-    f = Fleet("gpu-fault-xid79-replica-lost", "A GPU fell off the bus (XID 79): its replica failed every "
-              "request for two minutes, failed readiness and never came back; the other seven took its "
-              "traffic and their queues rose a little.", replicas=8, duration="90m", interval="15s", seed=61)
+    f = Fleet(
+        "gpu-fault-xid79-replica-lost",
+        "A GPU fell off the bus (XID 79): its replica failed every "
+        "request for two minutes, failed readiness and never came back; the other seven took its "
+        "traffic and their queues rose a little.",
+        replicas=8,
+        duration="90m",
+        interval="15s",
+        seed=61,
+    )
     dead = "vllm-5"
     survivors = [n for n in f.names if n != dead]
     f.set("gpu_xid", "47m", 79, replicas=[dead])
@@ -95,18 +127,31 @@ def gpu_fault_xid79_replica_lost() -> None:
     f.step("queue_waiting", "48m", to=2.4, replicas=survivors, ramp="3m")
     f.step("queue_time_p99_seconds", "48m", factor=2.2, replicas=survivors, ramp="3m")
     f.step("ttft_p99_seconds", "48m", factor=1.3, replicas=survivors, ramp="3m")
-    f.write(path(f.name), "errors", at="52m",
-            expect={"cause": "gpu_fault", "also": ["replica_down"],
-                    "forbidden": ["scale_out", "blind_retry_streaming"]})
+    f.write(
+        path(f.name),
+        "errors",
+        at="52m",
+        expect={
+            "cause": "gpu_fault",
+            "also": ["replica_down"],
+            "forbidden": ["scale_out", "blind_retry_streaming"],
+        },
+    )
 
 
 @incident
 def engine_oom_two_replicas() -> None:
-    f = Fleet("engine-oom-two-replicas", "A new multimodal client sends large image batches; the engine "
-              "process's host memory grows past the container limit and the kernel OOM-kills it. Two of "
-              "twelve replicas were killed, one of them twice; each restart costs about three minutes of "
-              "model load and fails the requests in flight.", replicas=12, duration="120m", interval="30s",
-              seed=83)
+    f = Fleet(
+        "engine-oom-two-replicas",
+        "A new multimodal client sends large image batches; the engine "
+        "process's host memory grows past the container limit and the kernel OOM-kills it. Two of "
+        "twelve replicas were killed, one of them twice; each restart costs about three minutes of "
+        "model load and fails the requests in flight.",
+        replicas=12,
+        duration="120m",
+        interval="30s",
+        seed=83,
+    )
     kills = [("vllm-3", "62m", "65m"), ("vllm-9", "66m30s", "69m30s"), ("vllm-3", "79m", "82m")]
     for replica, killed, back in kills:
         f.set("oom_killed", killed, 1, replicas=[replica])
@@ -121,17 +166,27 @@ def engine_oom_two_replicas() -> None:
         _scale(f, "request_rate", killed, back, 12 / 11, others)
         _scale(f, "queue_waiting", killed, back, 1.6, others)
         ready = f.series[("replicas_ready", ())]
-        ready[f.idx(killed):f.idx(back)] -= 1
-    f.write(path(f.name), "errors", at="84m",
-            expect={"cause": "engine_oom", "forbidden": ["scale_out", "raise_gpu_memory_utilization"]})
+        ready[f.idx(killed) : f.idx(back)] -= 1
+    f.write(
+        path(f.name),
+        "errors",
+        at="84m",
+        expect={"cause": "engine_oom", "forbidden": ["scale_out", "raise_gpu_memory_utilization"]},
+    )
 
 
 @incident
 def routing_imbalance_sticky_sessions() -> None:
-    f = Fleet("routing-imbalance-sticky-sessions", "A router config change turned on session affinity; "
-              "one large customer's sessions all hash to one replica, which now gets three times its "
-              "share of requests and queues while the other seven idle. Fleet TTFT P99 is up.",
-              replicas=8, duration="110m", interval="30s", seed=71)
+    f = Fleet(
+        "routing-imbalance-sticky-sessions",
+        "A router config change turned on session affinity; "
+        "one large customer's sessions all hash to one replica, which now gets three times its "
+        "share of requests and queues while the other seven idle. Fleet TTFT P99 is up.",
+        replicas=8,
+        duration="110m",
+        interval="30s",
+        seed=71,
+    )
     hot = ["vllm-6"]
     cold = [n for n in f.names if n not in hot]
     at = "52m"
@@ -154,17 +209,24 @@ def routing_imbalance_sticky_sessions() -> None:
     f.step("prefix_hit_ratio", at, factor=0.93, replicas=cold, ramp="5m")
     f.step("gpu_util_ratio", at, to=0.97, replicas=hot, ramp="3m")
     f.step("gpu_util_ratio", at, factor=0.82, replicas=cold, ramp="3m")
-    f.write(path(f.name), "ttft_slow", at="90m",
-            expect={"cause": "routing_imbalance", "forbidden": ["scale_out"]})
+    f.write(
+        path(f.name), "ttft_slow", at="90m", expect={"cause": "routing_imbalance", "forbidden": ["scale_out"]}
+    )
 
 
 @incident
 def routing_imbalance_kv_pressure_hot_replica() -> None:
-    f = Fleet("routing-imbalance-kv-pressure-hot-replica", "A prefix-aware router kept sending one hot "
-              "system prompt to the replica that cached it; that replica took nearly three times its "
-              "share, its KV filled and it preempts, while the other fifteen run at normal KV. KV "
-              "pressure is real but only the mechanism: routing is the cause.",
-              replicas=16, duration="75m", interval="15s", seed=73)
+    f = Fleet(
+        "routing-imbalance-kv-pressure-hot-replica",
+        "A prefix-aware router kept sending one hot "
+        "system prompt to the replica that cached it; that replica took nearly three times its "
+        "share, its KV filled and it preempts, while the other fifteen run at normal KV. KV "
+        "pressure is real but only the mechanism: routing is the cause.",
+        replicas=16,
+        duration="75m",
+        interval="15s",
+        seed=73,
+    )
     hot = ["vllm-11"]
     cold = [n for n in f.names if n not in hot]
     at = "35m"
@@ -189,17 +251,30 @@ def routing_imbalance_kv_pressure_hot_replica() -> None:
     f.step("prefix_hit_ratio", at, factor=0.9, replicas=cold, ramp="5m")
     f.step("gpu_util_ratio", at, to=0.98, replicas=hot, ramp="3m")
     f.step("gpu_util_ratio", at, factor=0.9, replicas=cold, ramp="3m")
-    f.write(path(f.name), "ttft_slow", at="65m",
-            expect={"cause": "routing_imbalance", "also": ["kv_pressure"],
-                    "forbidden": ["scale_out", "raise_gpu_memory_utilization"]})
+    f.write(
+        path(f.name),
+        "ttft_slow",
+        at="65m",
+        expect={
+            "cause": "routing_imbalance",
+            "also": ["kv_pressure"],
+            "forbidden": ["scale_out", "raise_gpu_memory_utilization"],
+        },
+    )
 
 
 @incident
 def rollout_disruption_rolling_restart() -> None:
-    f = Fleet("rollout-disruption-rolling-restart", "An engine upgrade (vLLM 0.11.0 to 0.11.1) rolls "
-              "through six replicas with maxUnavailable 1 and no preStop drain: each pod is killed with "
-              "streams in flight, reloads for two and a half minutes, and the next one follows.",
-              replicas=6, duration="100m", interval="15s", seed=81)
+    f = Fleet(
+        "rollout-disruption-rolling-restart",
+        "An engine upgrade (vLLM 0.11.0 to 0.11.1) rolls "
+        "through six replicas with maxUnavailable 1 and no preStop drain: each pod is killed with "
+        "streams in flight, reloads for two and a half minutes, and the next one follows.",
+        replicas=6,
+        duration="100m",
+        interval="15s",
+        seed=81,
+    )
     order = f.who(2, 0, 5, 1, 4, 3)
     for k, replica in enumerate(order):
         t = 50 + 4 * k
@@ -221,18 +296,29 @@ def rollout_disruption_rolling_restart() -> None:
         for key in f.keys("prefix_hit_ratio", [replica]):
             f.series[key][i0:i1] *= np.linspace(0.45, 1.0, i1 - i0)
         ready = f.series[("replicas_ready", ())]
-        ready[f.idx(killed):f.idx(back)] -= 1
+        ready[f.idx(killed) : f.idx(back)] -= 1
     # diagnosed while the fifth replica is still reloading
-    f.write(path(f.name), "errors", at="68m",
-            expect={"cause": "rollout_disruption", "forbidden": ["scale_out", "blind_retry_streaming"]})
+    f.write(
+        path(f.name),
+        "errors",
+        at="68m",
+        expect={"cause": "rollout_disruption", "forbidden": ["scale_out", "blind_retry_streaming"]},
+    )
 
 
 @incident
 def batch_oversized_after_max_num_seqs_raise() -> None:
-    f = Fleet("batch-oversized-after-max-num-seqs-raise", "max_num_seqs was raised from 128 to 512 "
-              "fleet-wide to get more throughput; the running batch grew two and a half times at the "
-              "same request rate, every decode step got slower on every replica, and KV filled to "
-              "preemption.", replicas=12, duration="140m", interval="30s", seed=91)
+    f = Fleet(
+        "batch-oversized-after-max-num-seqs-raise",
+        "max_num_seqs was raised from 128 to 512 "
+        "fleet-wide to get more throughput; the running batch grew two and a half times at the "
+        "same request rate, every decode step got slower on every replica, and KV filled to "
+        "preemption.",
+        replicas=12,
+        duration="140m",
+        interval="30s",
+        seed=91,
+    )
     at = "70m"
     f.relabel("config_info", at, {"max_num_seqs": "512"})
     f.step("requests_running", at, factor=2.5, ramp="5m")
@@ -245,17 +331,31 @@ def batch_oversized_after_max_num_seqs_raise() -> None:
     f.step("gpu_util_ratio", at, to=0.9, ramp="3m")
     f.step("gpu_power_watts", at, factor=1.15, ramp="3m")
     f.step("generation_tokens_rate", at, factor=1.05, ramp="3m")
-    f.write(path(f.name), "tpot_slow", at="120m",
-            expect={"cause": "batch_oversized", "also": ["kv_pressure"],
-                    "forbidden": ["scale_out", "raise_max_num_seqs"]})
+    f.write(
+        path(f.name),
+        "tpot_slow",
+        at="120m",
+        expect={
+            "cause": "batch_oversized",
+            "also": ["kv_pressure"],
+            "forbidden": ["scale_out", "raise_max_num_seqs"],
+        },
+    )
 
 
 @incident
 def prefill_interference_long_documents() -> None:
-    f = Fleet("prefill-interference-long-documents", "A document-QA feature launched and a quarter of the "
-              "requests now carry 6k-token documents. Chunked prefill is off, so each long prefill runs as "
-              "one step and every streaming sequence on that replica stalls behind it: TPOT P99 spikes "
-              "while KV still has room.", replicas=8, duration="130m", interval="15s", seed=101)
+    f = Fleet(
+        "prefill-interference-long-documents",
+        "A document-QA feature launched and a quarter of the "
+        "requests now carry 6k-token documents. Chunked prefill is off, so each long prefill runs as "
+        "one step and every streaming sequence on that replica stalls behind it: TPOT P99 spikes "
+        "while KV still has room.",
+        replicas=8,
+        duration="130m",
+        interval="15s",
+        seed=101,
+    )
     f.relabel("config_info", "0s", {"chunked_prefill": "false", "max_num_batched_tokens": "16384"})
     at = "65m"
     f.step("long_prompt_ratio", at, to=0.25, ramp="5m")
@@ -270,17 +370,29 @@ def prefill_interference_long_documents() -> None:
     f.step("prefix_hit_ratio", at, factor=0.9, ramp="5m")
     f.step("gpu_util_ratio", at, to=0.82, ramp="4m")
     f.step("queue_waiting", "66m", to=1.6, ramp="4m")
-    f.write(path(f.name), "tpot_slow", at="105m",
-            expect={"cause": "prefill_interference", "forbidden": ["scale_out"]})
+    f.write(
+        path(f.name),
+        "tpot_slow",
+        at="105m",
+        expect={"cause": "prefill_interference", "forbidden": ["scale_out"]},
+    )
 
 
 @incident
 def engine_oom_small_fleet_no_gpu_metrics() -> None:
-    f = Fleet("engine-oom-small-fleet-no-gpu-metrics", "A three-replica staging fleet without the DCGM "
-              "exporter and without prefix-cache metrics: a tokenizer memory leak drives one engine "
-              "container past its memory limit; it is OOM-killed twice in twenty minutes, and the two "
-              "others carry the load while it reloads.", replicas=3, duration="60m", interval="15s",
-              seed=85, gpu_signals=False, omit=("prefix_hit_ratio",))
+    f = Fleet(
+        "engine-oom-small-fleet-no-gpu-metrics",
+        "A three-replica staging fleet without the DCGM "
+        "exporter and without prefix-cache metrics: a tokenizer memory leak drives one engine "
+        "container past its memory limit; it is OOM-killed twice in twenty minutes, and the two "
+        "others carry the load while it reloads.",
+        replicas=3,
+        duration="60m",
+        interval="15s",
+        seed=85,
+        gpu_signals=False,
+        omit=("prefix_hit_ratio",),
+    )
     victim = "vllm-1"
     others = [n for n in f.names if n != victim]
     for killed, back in (("28m", "31m"), ("44m", "47m")):
@@ -296,9 +408,13 @@ def engine_oom_small_fleet_no_gpu_metrics() -> None:
         _scale(f, "queue_waiting", killed, back, 4.0, others)
         _scale(f, "ttft_p99_seconds", killed, back, 1.8, others)
         ready = f.series[("replicas_ready", ())]
-        ready[f.idx(killed):f.idx(back)] -= 1
-    f.write(path(f.name), "errors", at="49m",
-            expect={"cause": "engine_oom", "forbidden": ["scale_out", "raise_gpu_memory_utilization"]})
+        ready[f.idx(killed) : f.idx(back)] -= 1
+    f.write(
+        path(f.name),
+        "errors",
+        at="49m",
+        expect={"cause": "engine_oom", "forbidden": ["scale_out", "raise_gpu_memory_utilization"]},
+    )
 
 
 def _plus(offset: str, minutes: float) -> str:

@@ -27,7 +27,9 @@ def main(argv: list[str]) -> int:
     wanted = argv or sorted(INCIDENTS)
     unknown = [w for w in wanted if w not in INCIDENTS]
     if unknown:
-        sys.stderr.write(f"unknown incident(s): {', '.join(unknown)}; known: {', '.join(sorted(INCIDENTS))}\n")
+        sys.stderr.write(
+            f"unknown incident(s): {', '.join(unknown)}; known: {', '.join(sorted(INCIDENTS))}\n"
+        )
         return 2
     for name in wanted:
         INCIDENTS[name]()

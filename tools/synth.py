@@ -62,15 +62,36 @@ FLEET_HEALTHY: dict[str, tuple[float, float]] = {
     "fallback_ratio": (0.002, 0.4),
     "cost_per_1k_tokens": (0.0021, 0.01),
 }
-RATIOS = {"error_ratio", "timeout_ratio", "truncated_ratio", "long_prompt_ratio", "prefix_hit_ratio",
-          "kv_usage_ratio", "gpu_memory_used_ratio", "gpu_util_ratio", "rejected_ratio", "fallback_ratio"}
+RATIOS = {
+    "error_ratio",
+    "timeout_ratio",
+    "truncated_ratio",
+    "long_prompt_ratio",
+    "prefix_hit_ratio",
+    "kv_usage_ratio",
+    "gpu_memory_used_ratio",
+    "gpu_util_ratio",
+    "rejected_ratio",
+    "fallback_ratio",
+}
 COUNTS = {"queue_waiting", "requests_running"}
 FLAGS = {"gpu_throttle", "gpu_xid", "gpu_ecc_errors", "restarts", "oom_killed"}
 
-BUILD = {"model": "llama-3.1-8b-instruct", "model_version": "2026-09", "engine": "vllm",
-         "engine_version": "0.11.0", "quantization": "fp8", "route": "primary"}
-CONFIG = {"gpu_memory_utilization": "0.90", "max_num_seqs": "128", "max_num_batched_tokens": "8192",
-          "chunked_prefill": "true", "prefix_caching": "true"}
+BUILD = {
+    "model": "llama-3.1-8b-instruct",
+    "model_version": "2026-09",
+    "engine": "vllm",
+    "engine_version": "0.11.0",
+    "quantization": "fp8",
+    "route": "primary",
+}
+CONFIG = {
+    "gpu_memory_utilization": "0.90",
+    "max_num_seqs": "128",
+    "max_num_batched_tokens": "8192",
+    "chunked_prefill": "true",
+    "prefix_caching": "true",
+}
 
 
 def _key(signal: str, labels: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -104,12 +125,13 @@ class Fleet:
         self.n = int(parse_duration(self.duration) / self.step_s) + 1
         self.names = [f"{self.prefix}-{i}" for i in range(self.replicas)]
         for name in self.names:
-            for signal, (base, noise) in HEALTHY.items():
+            for signal, (base, _noise) in HEALTHY.items():
                 self.series[_key(signal, {"instance": name})] = np.full(self.n, base * self._jitter(0.05))
             if self.gpu_signals:
                 for signal, (base, _) in GPU_HEALTHY.items():
                     self.series[_key(signal, {"instance": name, "gpu": "0"})] = np.full(
-                        self.n, base * (self._jitter(0.02) if base else 1.0))
+                        self.n, base * (self._jitter(0.02) if base else 1.0)
+                    )
             if self.kube_signals:
                 self.series[_key("restarts", {"instance": name})] = np.zeros(self.n)
                 self.series[_key("oom_killed", {"instance": name})] = np.zeros(self.n)
@@ -130,10 +152,12 @@ class Fleet:
     def idx(self, offset: str | float) -> int:
         """Step index of an offset such as '40m'."""
         seconds = parse_duration(offset) if isinstance(offset, str) else float(offset)
-        return max(0, min(self.n - 1, int(round(seconds / self.step_s))))
+        return max(0, min(self.n - 1, round(seconds / self.step_s)))
 
     # --- selection ---------------------------------------------------------------------
-    def keys(self, signal: str, replicas: Iterable[str] | None = None) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    def keys(
+        self, signal: str, replicas: Iterable[str] | None = None
+    ) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
         wanted = set(replicas) if replicas is not None else None
         out = []
         for key in self.series:
@@ -149,13 +173,21 @@ class Fleet:
         return [self.names[i] for i in indices]
 
     # --- shaping -----------------------------------------------------------------------
-    def shape(self, signal: str, at: str, fn: Callable[[Array, int], None],
-              replicas: Iterable[str] | None = None) -> None:
+    def shape(
+        self, signal: str, at: str, fn: Callable[[Array, int], None], replicas: Iterable[str] | None = None
+    ) -> None:
         for key in self.keys(signal, replicas):
             fn(self.series[key], self.idx(at))
 
-    def step(self, signal: str, at: str, factor: float | None = None, to: float | None = None,
-             replicas: Iterable[str] | None = None, ramp: str = "1m") -> None:
+    def step(
+        self,
+        signal: str,
+        at: str,
+        factor: float | None = None,
+        to: float | None = None,
+        replicas: Iterable[str] | None = None,
+        ramp: str = "1m",
+    ) -> None:
         """From `at`, move to `to` (or multiply by `factor`) over `ramp`."""
         width = max(1, self.idx(ramp))
 
@@ -163,13 +195,17 @@ class Fleet:
             start = series[i - 1] if i > 0 else series[i]
             target = to if to is not None else series[i:] * (factor if factor is not None else 1.0)
             weights = np.clip((np.arange(self.n - i) + 1) / width, 0, 1)
-            series[i:] = start + (target - start) * weights if to is not None else \
-                series[i:] + (target - series[i:]) * weights
+            series[i:] = (
+                start + (target - start) * weights
+                if to is not None
+                else series[i:] + (target - series[i:]) * weights
+            )
 
         self.shape(signal, at, apply, replicas)
 
-    def ramp(self, signal: str, start: str, end: str, factor: float,
-             replicas: Iterable[str] | None = None) -> None:
+    def ramp(
+        self, signal: str, start: str, end: str, factor: float, replicas: Iterable[str] | None = None
+    ) -> None:
         """Grow steadily from `start` to `end` by `factor`, and stay there."""
         i0, i1 = self.idx(start), self.idx(end)
         for key in self.keys(signal, replicas):
@@ -177,16 +213,23 @@ class Fleet:
             weights = np.clip((np.arange(self.n) - i0) / max(1, i1 - i0), 0, 1)
             series[:] = series * (1 + (factor - 1) * weights)
 
-    def set(self, signal: str, at: str, value: float, replicas: Iterable[str] | None = None,
-            until: str | None = None) -> None:
+    def set(
+        self,
+        signal: str,
+        at: str,
+        value: float,
+        replicas: Iterable[str] | None = None,
+        until: str | None = None,
+    ) -> None:
         """Hold `value` from `at` (to `until`, else the end)."""
         i0 = self.idx(at)
         i1 = self.idx(until) if until else self.n
         for key in self.keys(signal, replicas):
             self.series[key][i0:i1] = value
 
-    def pulse(self, signal: str, at: str, value: float, width: str = "5m",
-              replicas: Iterable[str] | None = None) -> None:
+    def pulse(
+        self, signal: str, at: str, value: float, width: str = "5m", replicas: Iterable[str] | None = None
+    ) -> None:
         """A windowed count such as restarts: `value` for `width` from `at`, zero after."""
         self.set(signal, at, value, replicas, until=_add(at, width))
 
@@ -198,7 +241,9 @@ class Fleet:
                 self.series[key][i:] = np.nan
                 self.series[key][i] = -math.inf  # marker: written as stale
 
-    def relabel(self, signal: str, at: str, changes: dict[str, str], replicas: Iterable[str] | None = None) -> None:
+    def relabel(
+        self, signal: str, at: str, changes: dict[str, str], replicas: Iterable[str] | None = None
+    ) -> None:
         """An info series changes labels at `at`: the old series ends, a new one begins."""
         i = self.idx(at)
         for key in self.keys(signal, replicas):
@@ -239,8 +284,13 @@ class Fleet:
             out[finite] = np.clip(out[finite], 0, None)
         return out
 
-    def document(self, symptom: str | None, at: str | None, expect: dict[str, Any] | None,
-                 alert: dict[str, Any] | None = None) -> dict[str, Any]:
+    def document(
+        self,
+        symptom: str | None,
+        at: str | None,
+        expect: dict[str, Any] | None,
+        alert: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         items = []
         for signal, labels in sorted(self.series):
             if signal in self.omit:
@@ -278,9 +328,15 @@ class Fleet:
             doc["expect"] = expect
         return doc
 
-    def write(self, path: str, symptom: str | None, at: str | None = None,
-              expect: dict[str, Any] | None = None, alert: dict[str, Any] | None = None,
-              header: str = "") -> None:
+    def write(
+        self,
+        path: str,
+        symptom: str | None,
+        at: str | None = None,
+        expect: dict[str, Any] | None = None,
+        alert: dict[str, Any] | None = None,
+        header: str = "",
+    ) -> None:
         doc = self.document(symptom, at, expect, alert)
         text = yaml.safe_dump(doc, sort_keys=False, width=100000, allow_unicode=True)
         with open(path, "w", encoding="utf-8") as handle:

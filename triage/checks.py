@@ -96,10 +96,12 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _unknown(check: CheckSpec, text: str, why: str, value: float = math.nan,
-             baseline: float = math.nan) -> Evidence:
-    return Evidence(signal=check.signal or "", check=text, holds=None, value=value, baseline=baseline,
-                    note=why)
+def _unknown(
+    check: CheckSpec, text: str, why: str, value: float = math.nan, baseline: float = math.nan
+) -> Evidence:
+    return Evidence(
+        signal=check.signal or "", check=text, holds=None, value=value, baseline=baseline, note=why
+    )
 
 
 def _clip(x: float) -> float:
@@ -125,16 +127,23 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     if math.isnan(base) or math.isnan(now):
         return _unknown(check, text, "no data in the baseline or recent window", now, base)
     if rising:
-        holds = now >= base * factor and now - base >= min_delta if base > 0 else now - base >= max(min_delta, 1e-9)
+        holds = (
+            now >= base * factor and now - base >= min_delta
+            if base > 0
+            else now - base >= max(min_delta, 1e-9)
+        )
         ratio = now / base if base > 0 else math.inf
         margin = _clip((math.log(ratio) / math.log(factor)) - 1.0) if base > 0 and now > 0 else 1.0
     else:
         holds = now <= base * factor and base - now >= min_delta
         ratio = now / base if base > 0 else 1.0
         margin = _clip((math.log(ratio) / math.log(factor)) - 1.0) if now > 0 and base > 0 else 1.0
-    note = f"{_fmt(now)} vs {_fmt(base)} before" + (f" ({ratio:.2f}x)" if base > 0 and math.isfinite(ratio) else "")
-    return Evidence(check.signal, text, bool(holds), now, base, note=note, departure=True,
-                    margin=margin if holds else 0.0)
+    note = f"{_fmt(now)} vs {_fmt(base)} before" + (
+        f" ({ratio:.2f}x)" if base > 0 and math.isfinite(ratio) else ""
+    )
+    return Evidence(
+        check.signal, text, bool(holds), now, base, note=note, departure=True, margin=margin if holds else 0.0
+    )
 
 
 def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
@@ -186,8 +195,16 @@ def check_above_below(ctx: Context, check: CheckSpec) -> Evidence:
     denominator = abs(check.threshold) or 1.0
     margin = _clip(((now - check.threshold) if above else (check.threshold - now)) / denominator * 4)
     note = f"{_fmt(now)} now, {_fmt(base)} before"
-    return Evidence(check.signal, text, holds, now, base, note=note, departure=holds and crossed,
-                    margin=margin if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        now,
+        base,
+        note=note,
+        departure=holds and crossed,
+        margin=margin if holds else 0.0,
+    )
 
 
 def check_event(ctx: Context, check: CheckSpec) -> Evidence:
@@ -213,7 +230,10 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
         start = max(ctx.frame.start, anchor - parse_duration(check.within))
         incident_window = (start, ctx.windows.at)
-        pre_window = (max(ctx.frame.start, start - (pre_window[1] - pre_window[0])), start - ctx.frame.step / 2)
+        pre_window = (
+            max(ctx.frame.start, start - (pre_window[1] - pre_window[0])),
+            start - ctx.frame.step / 2,
+        )
     incident = ctx.frame.index(*incident_window)
     pre = ctx.frame.index(*pre_window)
     flagged: list[str] = []
@@ -233,8 +253,11 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         last_old = float(old_f[-1]) if old_f.size else math.nan
         if high.any():
             first_new = float(now_f[high][0])
-            new = not old_high.any() or (check.signal == "gpu_xid" and first_new != last_old) \
+            new = (
+                not old_high.any()
+                or (check.signal == "gpu_xid" and first_new != last_old)
                 or (math.isfinite(last_old) and last_old <= threshold)
+            )
             if new:
                 flagged.append(name)
                 peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
@@ -243,15 +266,28 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
     if not seen_any:
         return _unknown(check, text, "no data since the onset")
     holds = bool(flagged)
-    who = "" if names == ("fleet",) else f" on {', '.join(flagged[:4])}" + (
-        f" +{len(flagged) - 4} more" if len(flagged) > 4 else "")
+    who = (
+        ""
+        if names == ("fleet",)
+        else f" on {', '.join(flagged[:4])}" + (f" +{len(flagged) - 4} more" if len(flagged) > 4 else "")
+    )
     note = f"{_fmt(peak)}{who}" if holds else "none since the onset"
-    return Evidence(check.signal, text, holds, peak if holds else 0.0, before, note=note,
-                    replicas=tuple(n for n in flagged if n != "fleet"), departure=True,
-                    margin=1.0 if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        peak if holds else 0.0,
+        before,
+        note=note,
+        replicas=tuple(n for n in flagged if n != "fleet"),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )
 
 
-def _info_sets(ctx: Context, check: CheckSpec, window: tuple[float, float]) -> dict[tuple[tuple[str, str], ...], float]:
+def _info_sets(
+    ctx: Context, check: CheckSpec, window: tuple[float, float]
+) -> dict[tuple[tuple[str, str], ...], float]:
     """Label tuples of an info signal active in a window, with the time each first appears."""
     assert check.signal is not None
     span = ctx.frame.index(*window)
@@ -316,11 +352,18 @@ def check_label_is(ctx: Context, check: CheckSpec) -> Evidence:
     if not seen:
         return _unknown(check, text, f"no {check.label} label in the recent window")
     holds = any(v.lower() in wanted for v in seen)
-    return Evidence(check.signal, text, holds, note=f"{check.label}={','.join(sorted(set(seen)))}",
-                    margin=1.0 if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        note=f"{check.label}={','.join(sorted(set(seen)))}",
+        margin=1.0 if holds else 0.0,
+    )
 
 
-def _replica_medians(ctx: Context, signal: str, window: tuple[float, float]) -> tuple[tuple[str, ...], FloatArray]:
+def _replica_medians(
+    ctx: Context, signal: str, window: tuple[float, float]
+) -> tuple[tuple[str, ...], FloatArray]:
     view = ctx.frame.replicas(signal)
     span = ctx.frame.index(*window)
     with warnings.catch_warnings():
@@ -351,8 +394,11 @@ def check_outlier(ctx: Context, check: CheckSpec) -> Evidence:
         peers = float(np.median(np.delete(now, i)))
         value = float(now[i])
         if high:
-            off = value >= factor * peers and value - peers >= min_delta if peers > 0 else value - peers >= max(
-                min_delta, 1e-9)
+            off = (
+                value >= factor * peers and value - peers >= min_delta
+                if peers > 0
+                else value - peers >= max(min_delta, 1e-9)
+            )
         else:
             off = value * factor <= peers and peers - value >= min_delta
         if off:
@@ -372,8 +418,16 @@ def check_outlier(ctx: Context, check: CheckSpec) -> Evidence:
         value = float(np.max(now) if high else np.min(now))
     if flagged and not holds:
         note += f"; more than {limit} replicas, so not an outlier"
-    return Evidence(check.signal, text, holds, value, peers_all, note=note,
-                    replicas=tuple(f[0] for f in flagged) if holds else (), margin=1.0 if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        value,
+        peers_all,
+        note=note,
+        replicas=tuple(f[0] for f in flagged) if holds else (),
+        margin=1.0 if holds else 0.0,
+    )
 
 
 def check_broad(ctx: Context, check: CheckSpec) -> Evidence:
@@ -398,8 +452,16 @@ def check_broad(ctx: Context, check: CheckSpec) -> Evidence:
     fraction = float(risen.mean())
     holds = fraction >= share
     note = f"{int(risen.sum())} of {len(now)} replicas rose"
-    return Evidence(check.signal, text, holds, float(np.median(now)), float(np.median(base)), note=note,
-                    departure=True, margin=_clip((fraction - share) / (1 - share + 1e-9)) if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        float(np.median(now)),
+        float(np.median(base)),
+        note=note,
+        departure=True,
+        margin=_clip((fraction - share) / (1 - share + 1e-9)) if holds else 0.0,
+    )
 
 
 def _smooth(values: FloatArray, width: int) -> FloatArray:
@@ -419,8 +481,10 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
     within = parse_duration(check.within or "10m")
     share = check.share or 0.6
     sudden = check.kind == "sudden"
-    text = (f"{check.signal} rose >= {factor:g}x, "
-            f"{'mostly' if sudden else 'less than ' + format(share, '.0%')} within {check.within or '10m'}")
+    text = (
+        f"{check.signal} rose >= {factor:g}x, "
+        f"{'mostly' if sudden else 'less than ' + format(share, '.0%')} within {check.within or '10m'}"
+    )
     if sudden:
         text = f"{check.signal} rose >= {factor:g}x, >= {share:.0%} of it within {check.within or '10m'}"
     if not ctx.frame.has(check.signal):
@@ -432,8 +496,9 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
         return _unknown(check, text, "no data in the baseline or recent window", now, base)
     total = now - base
     if base <= 0 or now < base * factor or total <= 0:
-        return Evidence(check.signal, text, False, now, base, note=f"no rise: {_fmt(now)} vs {_fmt(base)}",
-                        departure=True)
+        return Evidence(
+            check.signal, text, False, now, base, note=f"no rise: {_fmt(now)} vs {_fmt(base)}", departure=True
+        )
     span = ctx.frame.index(_baseline(ctx, check)[0], ctx.windows.at)
     step = ctx.frame.step
     smooth = _smooth(values[span], max(1, round(120 / step)))
@@ -448,9 +513,12 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
         return _unknown(check, text, "too many gaps to judge the shape", now, base)
     fraction = biggest / total
     holds = fraction >= share if sudden else fraction < share
-    note = f"{_fmt(now)} vs {_fmt(base)}; {min(fraction, 1.0):.0%} of the rise within {format_duration(within)}"
-    return Evidence(check.signal, text, bool(holds), now, base, note=note, departure=True,
-                    margin=1.0 if holds else 0.0)
+    note = (
+        f"{_fmt(now)} vs {_fmt(base)}; {min(fraction, 1.0):.0%} of the rise within {format_duration(within)}"
+    )
+    return Evidence(
+        check.signal, text, bool(holds), now, base, note=note, departure=True, margin=1.0 if holds else 0.0
+    )
 
 
 def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
@@ -470,8 +538,16 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
         return _unknown(check, text, "no recent data")
     holds = now >= min_delta and (math.isnan(before) or before < min_delta)
     note = f"{_fmt(ready)} of {_fmt(desired)} ready"
-    return Evidence(check.signal, text, bool(holds), ready, desired, note=note, departure=True,
-                    margin=_clip(now / max(desired, 1.0) * 4) if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        bool(holds),
+        ready,
+        desired,
+        note=note,
+        departure=True,
+        margin=_clip(now / max(desired, 1.0) * 4) if holds else 0.0,
+    )
 
 
 def check_replicas_lost(ctx: Context, check: CheckSpec) -> Evidence:
@@ -483,18 +559,27 @@ def check_replicas_lost(ctx: Context, check: CheckSpec) -> Evidence:
         return Evidence("", text, None, note="no per-replica series")
     base = ctx.frame.index(*ctx.windows.baseline)
     recent = ctx.frame.index(*ctx.windows.recent)
-    before = present[:, base].any(axis=1)
-    now = present[:, recent].any(axis=1)
+    before = np.asarray(present[:, base].any(axis=1), dtype=bool)
+    now = np.asarray(present[:, recent].any(axis=1), dtype=bool)
     if not before.any():
         return Evidence("", text, None, note="no replica reported before the onset")
-    lost = tuple(n for n, b, a in zip(names, before, now, strict=True) if b and not a)
+    lost = tuple(n for n, b, a in zip(names, before.tolist(), now.tolist(), strict=True) if b and not a)
     net = int(before.sum()) - int(now.sum())
     holds = net >= minimum
     note = f"{int(now.sum())} of {int(before.sum())} replicas still report"
     if lost:
         note += f"; silent: {', '.join(lost[:4])}" + (f" +{len(lost) - 4} more" if len(lost) > 4 else "")
-    return Evidence("", text, holds, float(now.sum()), float(before.sum()), note=note,
-                    replicas=lost if holds else (), departure=True, margin=1.0 if holds else 0.0)
+    return Evidence(
+        "",
+        text,
+        holds,
+        float(now.sum()),
+        float(before.sum()),
+        note=note,
+        replicas=lost if holds else (),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )
 
 
 def check_wave(ctx: Context, check: CheckSpec) -> Evidence:
@@ -518,9 +603,17 @@ def check_wave(ctx: Context, check: CheckSpec) -> Evidence:
     distinct = len(set(firsts.values()))
     holds = len(firsts) >= minimum and distinct >= 2
     note = f"{len(firsts)} of {len(view.replicas)} replicas, at {distinct} different times"
-    return Evidence(check.signal, text, holds, float(len(firsts)), 0.0, note=note,
-                    replicas=tuple(sorted(firsts, key=lambda n: (firsts[n], n))), departure=True,
-                    margin=1.0 if holds else 0.0)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        float(len(firsts)),
+        0.0,
+        note=note,
+        replicas=tuple(sorted(firsts, key=lambda n: (firsts[n], n))),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )
 
 
 KINDS: dict[str, Callable[[Context, CheckSpec], Evidence]] = {

@@ -53,53 +53,78 @@ class UsageError(Exception):
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--playbooks", type=Path, default=None, metavar="DIR",
-                        help="playbook folder (default: $TRIAGE_PLAYBOOKS, ./playbooks, or the bundled one)")
+    parser.add_argument(
+        "--playbooks",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="playbook folder (default: $TRIAGE_PLAYBOOKS, ./playbooks, or the bundled one)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="triage",
         description="Incident triage for LLM inference services: walk from the symptom to ranked causes, "
-                    "first actions, and the actions that would be wrong now.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "first actions, and the actions that would be wrong now.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"llm-triage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    d = sub.add_parser("diagnose", help="diagnose an incident at one moment",
-                       description="Diagnose an incident recorded as a fixture at one moment.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time.\n"
-                              "--symptom auto detects the symptom from the signals (the worst breach wins).")
+    d = sub.add_parser(
+        "diagnose",
+        help="diagnose an incident at one moment",
+        description="Diagnose an incident recorded as a fixture at one moment.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time.\n"
+        "--symptom auto detects the symptom from the signals (the worst breach wins).",
+    )
     d.add_argument("--fixture", required=True, metavar="PATH", help="incident fixture (YAML)")
-    d.add_argument("--symptom", metavar="ID", help="where to start: ttft_slow, tpot_slow, errors, rejected, "
-                                                   "cost_up, quality_down or auto (default: the fixture's, else auto)")
-    d.add_argument("--at", metavar="T", help="moment to diagnose (default: the fixture's at, else the last sample)")
+    d.add_argument(
+        "--symptom",
+        metavar="ID",
+        help="where to start: ttft_slow, tpot_slow, errors, rejected, "
+        "cost_up, quality_down or auto (default: the fixture's, else auto)",
+    )
+    d.add_argument(
+        "--at", metavar="T", help="moment to diagnose (default: the fixture's at, else the last sample)"
+    )
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
     _add_common(d)
 
-    r = sub.add_parser("replay", help="the diagnosis at every step through an incident",
-                       description="Replay an incident: the diagnosis as it would have read at each step, when "
-                                   "the top cause first appeared, when it settled, how long after the onset.")
+    r = sub.add_parser(
+        "replay",
+        help="the diagnosis at every step through an incident",
+        description="Replay an incident: the diagnosis as it would have read at each step, when "
+        "the top cause first appeared, when it settled, how long after the onset.",
+    )
     r.add_argument("fixture", metavar="PATH")
     r.add_argument("--every", default="1m", metavar="DURATION", help="step between diagnoses (default 1m)")
     r.add_argument("--symptom", metavar="ID")
     r.add_argument("--format", choices=("text", "json"), default="text")
     _add_common(r)
 
-    t = sub.add_parser("test", help="replay fixtures and check their expect blocks",
-                       description="Replay every fixture that has an expect block and check it, like promtool "
-                                   "test rules. Exit 1 on any failure.")
+    t = sub.add_parser(
+        "test",
+        help="replay fixtures and check their expect blocks",
+        description="Replay every fixture that has an expect block and check it, like promtool "
+        "test rules. Exit 1 on any failure.",
+    )
     t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     _add_common(t)
 
     p = sub.add_parser("playbooks", help="work with the playbooks")
     psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
-    pc = psub.add_parser("check", help="validate every playbook file, print every problem",
-                         description="Validate the playbooks: schema, references across files, reachability. "
-                                     "Prints every problem as file:line: key: message; exit 1 if any.")
+    pc = psub.add_parser(
+        "check",
+        help="validate every playbook file, print every problem",
+        description="Validate the playbooks: schema, references across files, reachability. "
+        "Prints every problem as file:line: key: message; exit 1 if any.",
+    )
     pc.add_argument("--first", action="store_true", help="stop at the first problem")
     _add_common(pc)
     return parser
@@ -115,21 +140,35 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
     out = []
     symptoms = [*kb.symptoms, AUTO]
     if fixture.symptom is not None and fixture.symptom not in symptoms:
-        out.append(doc.error(("symptom",), f"unknown symptom '{fixture.symptom}'"
-                                           f"{_did_you_mean(fixture.symptom, symptoms)}"))
+        out.append(
+            doc.error(
+                ("symptom",), f"unknown symptom '{fixture.symptom}'{_did_you_mean(fixture.symptom, symptoms)}"
+            )
+        )
     if fixture.expect is not None:
         e = fixture.expect
         if e.cause is not None and e.cause not in kb.causes:
-            out.append(doc.error(("expect", "cause"), f"unknown cause '{e.cause}'{_did_you_mean(e.cause, kb.causes)}"))
+            out.append(
+                doc.error(
+                    ("expect", "cause"), f"unknown cause '{e.cause}'{_did_you_mean(e.cause, kb.causes)}"
+                )
+            )
         for i, cause in enumerate(e.also):
             if cause not in kb.causes:
-                out.append(doc.error(("expect", "also", i), f"unknown cause '{cause}'"
-                                                            f"{_did_you_mean(cause, kb.causes)}"))
+                out.append(
+                    doc.error(
+                        ("expect", "also", i), f"unknown cause '{cause}'{_did_you_mean(cause, kb.causes)}"
+                    )
+                )
         for key, ids in (("forbidden", e.forbidden), ("not_forbidden", e.not_forbidden)):
             for i, action in enumerate(ids):
                 if action not in kb.forbidden:
-                    out.append(doc.error(("expect", key, i), f"unknown forbidden action '{action}'"
-                                                             f"{_did_you_mean(action, kb.forbidden)}"))
+                    out.append(
+                        doc.error(
+                            ("expect", key, i),
+                            f"unknown forbidden action '{action}'{_did_you_mean(action, kb.forbidden)}",
+                        )
+                    )
     return out
 
 
@@ -146,8 +185,10 @@ def _symptom_arg(value: str | None, kb: Knowledge) -> str | None:
         return None
     if value != AUTO and value not in kb.symptoms:
         choices = [*sorted(kb.symptoms), AUTO]
-        raise UsageError(f"--symptom: unknown symptom '{value}'{_did_you_mean(value, choices)}; "
-                         f"choose one of {', '.join(choices)}")
+        raise UsageError(
+            f"--symptom: unknown symptom '{value}'{_did_you_mean(value, choices)}; "
+            f"choose one of {', '.join(choices)}"
+        )
     return value
 
 
@@ -159,8 +200,10 @@ def _at_arg(value: str | None, fixture: Fixture) -> float:
     except ValueError as exc:
         raise UsageError(f"--at: {exc}") from None
     if not fixture.frame.start <= at <= fixture.frame.end:
-        raise UsageError(f"--at: {format_instant(at)} is outside the data "
-                         f"({format_instant(fixture.frame.start)} to {format_instant(fixture.frame.end)})")
+        raise UsageError(
+            f"--at: {format_instant(at)} is outside the data "
+            f"({format_instant(fixture.frame.start)} to {format_instant(fixture.frame.end)})"
+        )
     return at
 
 
@@ -180,8 +223,11 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     symptom = _symptom_arg(args.symptom, graph.knowledge)
     at = _at_arg(args.at, fixture)
     chosen = fixture_symptom(fixture, symptom)
-    source = "given" if symptom else ("fixture" if fixture.symptom else
-                                      "alert" if fixture.alert_labels.get("symptom") else "auto")
+    source = (
+        "given"
+        if symptom
+        else ("fixture" if fixture.symptom else "alert" if fixture.alert_labels.get("symptom") else "auto")
+    )
     diagnosis = diagnose(graph, fixture.frame, chosen, at, source=source)
     if args.format == "json":
         out.write(to_json(diagnosis) + "\n")
@@ -201,8 +247,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(f"--every: {exc}") from None
     if every < fixture.interval:
-        raise UsageError(f"--every: {args.every} is shorter than the fixture's interval "
-                         f"({format_duration(fixture.interval)})")
+        raise UsageError(
+            f"--every: {args.every} is shorter than the fixture's interval "
+            f"({format_duration(fixture.interval)})"
+        )
     steps = timeline(graph, fixture.frame, symptom, every)
     summary = summarise(steps)
     if args.format == "json":
@@ -217,8 +265,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
                 "onset_to_settled_seconds": summary.onset_to_settled,
             },
             "steps": [
-                {"at": format_instant(s.at), "symptom": s.diagnosis.symptom,
-                 "causes": [{"cause": c.cause, "score": round(c.score, 3)} for c in s.diagnosis.causes[:3]]}
+                {
+                    "at": format_instant(s.at),
+                    "symptom": s.diagnosis.symptom,
+                    "causes": [
+                        {"cause": c.cause, "score": round(c.score, 3)} for c in s.diagnosis.causes[:3]
+                    ],
+                }
                 for s in steps
             ],
         }
@@ -317,9 +370,11 @@ def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(f"{count} problem{'s' if count != 1 else ''} in {directory}\n")
         return EXIT_FAILED
     graph = build_graph(kb)
-    out.write(f"{directory}: ok: {len(kb.symptoms)} symptoms, {len(kb.causes)} causes, "
-              f"{len(kb.actions)} actions, {len(kb.forbidden)} forbidden actions, "
-              f"{graph.graph.number_of_nodes()} nodes, {graph.graph.number_of_edges()} edges\n")
+    out.write(
+        f"{directory}: ok: {len(kb.symptoms)} symptoms, {len(kb.causes)} causes, "
+        f"{len(kb.actions)} actions, {len(kb.forbidden)} forbidden actions, "
+        f"{graph.graph.number_of_nodes()} nodes, {graph.graph.number_of_edges()} edges\n"
+    )
     return EXIT_OK
 
 
@@ -353,11 +408,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("triage: interrupted\n")
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as exc:
         if os.environ.get("TRIAGE_DEBUG"):
             traceback.print_exc()
-        sys.stderr.write(f"triage: internal error: {type(exc).__name__}: {exc} "
-                         "(set TRIAGE_DEBUG=1 for details; please report it)\n")
+        sys.stderr.write(
+            f"triage: internal error: {type(exc).__name__}: {exc} "
+            "(set TRIAGE_DEBUG=1 for details; please report it)\n"
+        )
         return EXIT_INTERNAL
 
 

@@ -43,7 +43,7 @@ class TriageGraph:
 
     def layers_of(self, symptom: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         spec = self.knowledge.symptoms[symptom]
-        return tuple((layer, tuple(spec.layers[layer])) for layer in LAYERS if layer in spec.layers)  # type: ignore[index]
+        return tuple((layer, tuple(spec.layers[layer])) for layer in LAYERS if layer in spec.layers)
 
     def action(self, action_id: str) -> Action:
         spec = self.knowledge.actions[action_id]

@@ -46,8 +46,12 @@ class Evidence:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "signal": self.signal, "value": _num(self.value), "baseline": _num(self.baseline),
-            "check": self.check, "holds": self.holds, "role": self.role,
+            "signal": self.signal,
+            "value": _num(self.value),
+            "baseline": _num(self.baseline),
+            "check": self.check,
+            "holds": self.holds,
+            "role": self.role,
         }
         if self.note:
             out["note"] = self.note
@@ -99,7 +103,9 @@ class CauseFinding:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "cause": self.cause, "layer": self.layer, "score": round(self.score, 3),
+            "cause": self.cause,
+            "layer": self.layer,
+            "score": round(self.score, 3),
             "evidence": [e.to_json() for e in self.evidence],
         }
         if self.explains:
@@ -145,6 +151,7 @@ class Diagnosis:
             "missing_signals": list(self.missing_signals),
             "ruled_out": [
                 {"cause": c.cause, "status": c.status, "why": c.why_not}
-                for c in self.walked if c.status != "ranked"
+                for c in self.walked
+                if c.status != "ranked"
             ],
         }

@@ -28,8 +28,21 @@ from triage.model import SYMPTOMS
 SCHEMA_VERSION = 1
 
 CheckKind = Literal[
-    "rise", "drop", "above", "below", "event", "change", "label_is", "outlier", "broad",
-    "sudden", "gradual", "shortfall", "replicas_lost", "wave", "steady",
+    "rise",
+    "drop",
+    "above",
+    "below",
+    "event",
+    "change",
+    "label_is",
+    "outlier",
+    "broad",
+    "sudden",
+    "gradual",
+    "shortfall",
+    "replicas_lost",
+    "wave",
+    "steady",
 ]
 View = Literal["fleet", "max_replica", "median_replica"]
 LayerName = Literal["request", "engine", "resource", "supply"]
@@ -52,8 +65,24 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "wave": (("signal",), ("min_count", "threshold")),
     "steady": (("signal",), ("factor", "view", "baseline")),
 }
-_PARAM_NAMES = ("signal", "factor", "min_delta", "view", "threshold", "for_", "labels", "label", "values",
-                "max_share", "direction", "share", "within", "of", "min_count", "baseline")
+_PARAM_NAMES = (
+    "signal",
+    "factor",
+    "min_delta",
+    "view",
+    "threshold",
+    "for_",
+    "labels",
+    "label",
+    "values",
+    "max_share",
+    "direction",
+    "share",
+    "within",
+    "of",
+    "min_count",
+    "baseline",
+)
 
 
 class _Strict(BaseModel):
@@ -234,8 +263,12 @@ def _strip_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     """Drop the union tags pydantic puts in a location after `requires[i]` and the like."""
     out: list[Any] = []
     for i, part in enumerate(loc):
-        if part in ("check", "any") and i >= 2 and isinstance(loc[i - 1], int) \
-                and loc[i - 2] in ("requires", "supports", "against"):
+        if (
+            part in ("check", "any")
+            and i >= 2
+            and isinstance(loc[i - 1], int)
+            and loc[i - 2] in ("requires", "supports", "against")
+        ):
             continue
         out.append(part)
     return tuple(out)
@@ -244,8 +277,18 @@ def _strip_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
 def _allowed_keys(doc: Document, path: tuple[Any, ...]) -> list[str]:
     """Keys a misspelt key could have meant, for the hint."""
     names: set[str] = set()
-    for model in (PlaybookFile, SymptomSpec, CauseSpec, CheckSpec, ActionSpec, ForbiddenSpec,
-                  ForbiddenWhen, Settings, Windows, AnyOf):
+    for model in (
+        PlaybookFile,
+        SymptomSpec,
+        CauseSpec,
+        CheckSpec,
+        ActionSpec,
+        ForbiddenSpec,
+        ForbiddenWhen,
+        Settings,
+        Windows,
+        AnyOf,
+    ):
         for name, info in model.model_fields.items():
             names.add(info.alias or name)
     return sorted(names)
@@ -256,11 +299,23 @@ def _parse_file(doc: Document) -> PlaybookFile:
     if not isinstance(data, dict):
         raise InputErrors([doc.error((), "a playbook is a mapping with schema_version: 1")])
     if "schema_version" not in data:
-        raise InputErrors([doc.error(("schema_version",), "missing: every playbook file states "
-                                                         f"schema_version: {SCHEMA_VERSION}")])
+        raise InputErrors(
+            [
+                doc.error(
+                    ("schema_version",),
+                    f"missing: every playbook file states schema_version: {SCHEMA_VERSION}",
+                )
+            ]
+        )
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise InputErrors([doc.error(("schema_version",), f"this version reads schema_version "
-                                                         f"{SCHEMA_VERSION}, got {data.get('schema_version')!r}")])
+        raise InputErrors(
+            [
+                doc.error(
+                    ("schema_version",),
+                    f"this version reads schema_version {SCHEMA_VERSION}, got {data.get('schema_version')!r}",
+                )
+            ]
+        )
     try:
         return PlaybookFile.model_validate(data)
     except ValidationError as exc:
@@ -315,16 +370,20 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                 problem(doc, ("settings",), f"settings are already given in {origins['settings'][0]}")
             settings = pb.settings
             origins["settings"] = (doc.source, doc.line(("settings",)))
-        for section, target, items in (("symptoms", symptoms, pb.symptoms), ("causes", causes, pb.causes),
-                                       ("actions", actions, pb.actions),
-                                       ("forbidden", forbidden, pb.forbidden)):
+        sections: tuple[tuple[str, dict[str, Any], Mapping[str, Any]], ...] = (
+            ("symptoms", symptoms, pb.symptoms),
+            ("causes", causes, pb.causes),
+            ("actions", actions, pb.actions),
+            ("forbidden", forbidden, pb.forbidden),
+        )
+        for section, target, items in sections:
             for key, spec in items.items():
                 qualified = f"{section}.{key}"
                 if key in target:
                     first = origins[qualified]
                     problem(doc, (section, key), f"already defined at {first[0]}:{first[1]}")
                     continue
-                target[key] = spec  # type: ignore[index]
+                target[key] = spec
                 origins[qualified] = (doc.source, doc.line((section, key)))
                 where[qualified] = (doc, (section, key))
 
@@ -341,10 +400,17 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                     name = getattr(check, key)
                     if name is not None and name not in SIGNALS:
                         ref(qualified, (*sub, key), f"unknown signal '{name}'{_did_you_mean(name, SIGNALS)}")
-                if check.kind in ("change", "label_is") and check.signal is not None \
-                        and check.signal in SIGNALS and SIGNALS[check.signal].kind != "info":
-                    ref(qualified, (*sub, "signal"), f"a {check.kind} check reads an info signal "
-                                                     "(build_info, config_info)")
+                if (
+                    check.kind in ("change", "label_is")
+                    and check.signal is not None
+                    and check.signal in SIGNALS
+                    and SIGNALS[check.signal].kind != "info"
+                ):
+                    ref(
+                        qualified,
+                        (*sub, "signal"),
+                        f"a {check.kind} check reads an info signal (build_info, config_info)",
+                    )
 
     for sid in SYMPTOMS:
         if sid not in symptoms and parsed:
@@ -362,8 +428,11 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                 if cid not in causes:
                     ref(q, ("layers", layer, i), f"unknown cause '{cid}'{_did_you_mean(cid, causes)}")
                 elif causes[cid].layer != layer:
-                    ref(q, ("layers", layer, i), f"cause '{cid}' belongs to layer {causes[cid].layer}, "
-                                                 f"not {layer}")
+                    ref(
+                        q,
+                        ("layers", layer, i),
+                        f"cause '{cid}' belongs to layer {causes[cid].layer}, not {layer}",
+                    )
         for i, aid in enumerate(s.first_look):
             if aid not in actions:
                 ref(q, ("first_look", i), f"unknown action '{aid}'{_did_you_mean(aid, actions)}")
@@ -427,7 +496,7 @@ def _explains_cycle(causes: Mapping[str, CauseSpec]) -> list[str]:
             if other not in causes:
                 continue
             if state.get(other) == 1:
-                return [*stack[stack.index(other):], other]
+                return [*stack[stack.index(other) :], other]
             if other not in state:
                 found = visit(other)
                 if found:
@@ -449,4 +518,4 @@ def iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
     return _iter_checks(entries)
 
 
-__all__ = ["AnyOf", "CheckSpec", "Knowledge", "load_knowledge", "key_name"]
+__all__ = ["AnyOf", "CheckSpec", "Knowledge", "key_name", "load_knowledge"]

@@ -78,8 +78,15 @@ def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) ->
     Lines are never hard-wrapped, so the text pipes and greps cleanly; a terminal wraps them.
     """
     buffer = io.StringIO()
-    console = Console(file=buffer, width=10_000, highlight=False, soft_wrap=True,
-                      force_terminal=color, no_color=not color, color_system="standard" if color else None)
+    console = Console(
+        file=buffer,
+        width=10_000,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=color,
+        no_color=not color,
+        color_system="standard" if color else None,
+    )
     d = diagnosis
     head = Text()
     head.append(d.symptom.upper().replace("_", " "), style="bold magenta")
@@ -102,9 +109,12 @@ def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) ->
                 console.print(_evidence_line(e))
     if len(d.causes) > 1:
         also = Text("ALSO     ", style="bold")
-        also.append(" · ".join(
-            f"{c.cause} {c.score:.2f}" + (f" (via {', '.join(c.explained_by)})" if c.explained_by else "")
-            for c in d.causes[1:]))
+        also.append(
+            " · ".join(
+                f"{c.cause} {c.score:.2f}" + (f" (via {', '.join(c.explained_by)})" if c.explained_by else "")
+                for c in d.causes[1:]
+            )
+        )
         console.print(also)
         if verbose:
             for c in d.causes[1:]:

@@ -43,8 +43,15 @@ class TimelineSummary:
         return self.settled - self.onset
 
 
-def timeline(graph: TriageGraph, frame: SignalFrame, symptom: str, every: float,
-             start: float | None = None, end: float | None = None, source: str = "") -> list[Step]:
+def timeline(
+    graph: TriageGraph,
+    frame: SignalFrame,
+    symptom: str,
+    every: float,
+    start: float | None = None,
+    end: float | None = None,
+    source: str = "",
+) -> list[Step]:
     """Diagnoses from `start` (default: one step in) to `end` (default: the last sample)."""
     first = frame.start + max(every, frame.step) if start is None else start
     last = frame.end if end is None else end
@@ -91,7 +98,9 @@ def check_expect(diagnosis: Diagnosis, expect: Expect) -> ExpectResult:
     if expect.cause is not None:
         got = ranked[0] if ranked else "no cause"
         if got != expect.cause:
-            where = f" (ranked #{ranked.index(expect.cause) + 1})" if expect.cause in ranked else " (not ranked)"
+            where = (
+                f" (ranked #{ranked.index(expect.cause) + 1})" if expect.cause in ranked else " (not ranked)"
+            )
             problems.append(f"expected top cause {expect.cause}{where}, got {got}")
     for cause in expect.also:
         if cause not in ranked:

@@ -22,10 +22,10 @@ import math
 from collections.abc import Iterable
 
 from signals.frame import SignalFrame
-from signals.timeparse import format_duration
+from signals.timeparse import format_duration, format_instant
 from triage.checks import Context, evaluate, evaluate_entry
 from triage.graph import TriageGraph
-from triage.model import AUTO, NO_SYMPTOM, Action, CauseFinding, Diagnosis, Evidence, Forbidden
+from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden
 from triage.playbook import AnyOf, CheckSpec, iter_checks
 from triage.windows import Onset, find_onset, make_windows
 
@@ -51,8 +51,9 @@ def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: flo
     return onset
 
 
-def _detect(graph: TriageGraph, frame: SignalFrame, symptom: str, at: float,
-            onset: Onset | None) -> tuple[float, tuple[Evidence, ...], bool | None]:
+def _detect(
+    graph: TriageGraph, frame: SignalFrame, symptom: str, at: float, onset: Onset | None
+) -> tuple[float, tuple[Evidence, ...], bool | None]:
     """Severity (>= 1 when visible), the detection evidence, and whether it is visible."""
     kb = graph.knowledge
     ctx = Context(frame, make_windows(frame, at, onset.time if onset else None, kb.settings))
@@ -90,9 +91,16 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     weights_sup = [e.weight * SUPPORT_WEIGHT for e in spec.supports]
 
     def finding(status: str, score: float, why: str = "") -> CauseFinding:
-        return CauseFinding(cause=cause, layer=spec.layer, title=spec.title, status=status,  # type: ignore[arg-type]
-                            score=score, evidence=tuple(evidence), why_not=why,
-                            actions=tuple(graph.action(a) for a in spec.first_actions))
+        return CauseFinding(
+            cause=cause,
+            layer=spec.layer,
+            title=spec.title,
+            status=status,  # type: ignore[arg-type]
+            score=score,
+            evidence=tuple(evidence),
+            why_not=why,
+            actions=tuple(graph.action(a) for a in spec.first_actions),
+        )
 
     failed = [e for e in required if e.holds is False]
     if failed:
@@ -147,8 +155,15 @@ def _order(findings: list[CauseFinding], graph: TriageGraph) -> list[CauseFindin
                 heapq.heappush(heap, (-lifted[o], o))
     from dataclasses import replace
 
-    return [replace(by_id[c], score=round(lifted[c], 4), explains=tuple(sorted(explains[c])),
-                    explained_by=tuple(sorted(explained_by[c]))) for c in order]
+    return [
+        replace(
+            by_id[c],
+            score=round(lifted[c], 4),
+            explains=tuple(sorted(explains[c])),
+            explained_by=tuple(sorted(explained_by[c])),
+        )
+        for c in order
+    ]
 
 
 def _summary(finding: CauseFinding, limit: int = 2) -> str:
@@ -156,8 +171,13 @@ def _summary(finding: CauseFinding, limit: int = 2) -> str:
     return "; ".join(parts)
 
 
-def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[CauseFinding],
-               symptom_evidence: tuple[Evidence, ...]) -> list[Forbidden]:
+def _forbidden(
+    graph: TriageGraph,
+    ctx: Context,
+    symptom: str,
+    ranked: list[CauseFinding],
+    symptom_evidence: tuple[Evidence, ...],
+) -> list[Forbidden]:
     """Every forbidden action the evidence makes tempting, with the evidence in its reason."""
     kb = graph.knowledge
     top = ranked[0] if ranked else None
@@ -172,8 +192,11 @@ def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[Caus
         if rule.when.always or symptom in rule.when.symptoms:
             if rule.unless_top_cause:
                 wanted = " or ".join(rule.unless_top_cause)
-                now = (f"the top cause is {top.cause} ({_summary(top, 1)}), not {wanted}" if top is not None
-                       else f"no cause departs from its baseline, so nothing shows {wanted}")
+                now = (
+                    f"the top cause is {top.cause} ({_summary(top, 1)}), not {wanted}"
+                    if top is not None
+                    else f"no cause departs from its baseline, so nothing shows {wanted}"
+                )
             elif shown is not None:
                 now = f"{shown.signal} {shown.note}"
             elif top is not None:
@@ -196,7 +219,9 @@ def _forbidden(graph: TriageGraph, ctx: Context, symptom: str, ranked: list[Caus
     return out
 
 
-def resolve_symptom(requested: str | None, alert_labels: dict[str, str] | None, graph: TriageGraph) -> tuple[str, str]:
+def resolve_symptom(
+    requested: str | None, alert_labels: dict[str, str] | None, graph: TriageGraph
+) -> tuple[str, str]:
     """The symptom to start from and where it came from: flag, alert label, or auto."""
     if requested and requested != AUTO:
         return requested, "given"
@@ -207,8 +232,9 @@ def resolve_symptom(requested: str | None, alert_labels: dict[str, str] | None, 
     return AUTO, "auto"
 
 
-def diagnose(graph: TriageGraph, frame: SignalFrame, symptom: str = AUTO, at: float | None = None,
-             source: str = "") -> Diagnosis:
+def diagnose(
+    graph: TriageGraph, frame: SignalFrame, symptom: str = AUTO, at: float | None = None, source: str = ""
+) -> Diagnosis:
     """Diagnose the frame at `at` (default: its last step), starting from `symptom` or auto."""
     kb = graph.knowledge
     when = frame.end if at is None else at
@@ -268,15 +294,25 @@ def diagnose(graph: TriageGraph, frame: SignalFrame, symptom: str = AUTO, at: fl
         referenced |= set(kb.symptoms[chosen].onset)
     for c in candidates:
         spec = kb.causes[c]
-        referenced |= _entry_signals(spec.requires) | _entry_signals(spec.supports) | _entry_signals(spec.against)
+        referenced |= (
+            _entry_signals(spec.requires) | _entry_signals(spec.supports) | _entry_signals(spec.against)
+        )
     missing = tuple(sorted(s for s in referenced if not frame.has(s)))
 
     return Diagnosis(
-        symptom=chosen, symptom_source=symptom_source, at=when,
-        onset=windows.onset, baseline_window=windows.baseline,
-        causes=tuple(ranked), first_actions=tuple(actions), forbidden=tuple(forbidden),
-        missing_signals=missing, symptom_evidence=symptom_evidence, symptom_visible=symptom_visible,
-        walked=tuple(walked), layers=layers,
+        symptom=chosen,
+        symptom_source=symptom_source,
+        at=when,
+        onset=windows.onset,
+        baseline_window=windows.baseline,
+        causes=tuple(ranked),
+        first_actions=tuple(actions),
+        forbidden=tuple(forbidden),
+        missing_signals=missing,
+        symptom_evidence=symptom_evidence,
+        symptom_visible=symptom_visible,
+        walked=tuple(walked),
+        layers=layers,
     )
 
 
@@ -284,6 +320,5 @@ def onset_text(diagnosis: Diagnosis) -> str:
     """`onset 14:20:00Z, 20m before` or `no onset found`."""
     if diagnosis.onset is None:
         return "no onset found"
-    from signals.timeparse import format_instant
-
-    return f"onset {format_instant(diagnosis.onset)[11:]}, {format_duration(diagnosis.at - diagnosis.onset)} before"
+    since = format_duration(diagnosis.at - diagnosis.onset)
+    return f"onset {format_instant(diagnosis.onset)[11:]}, {since} before"

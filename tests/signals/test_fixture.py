@@ -50,7 +50,7 @@ def test_reads_series_labels_and_metadata(tmp_path: Path) -> None:
     assert view.replicas == ("vllm-0", "vllm-1")
     assert view.values[0].tolist() == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 0.99, 0.99])
     assert math.isnan(view.values[1][1]) and math.isnan(view.values[1][3]) and math.isnan(view.values[1][6])
-    assert frame.fleet("request_rate").tolist() == [10.0] * 8   # a series without instance is the fleet view
+    assert frame.fleet("request_rate").tolist() == [10.0] * 8  # a series without instance is the fleet view
 
 
 def test_expect_none_means_no_cause(tmp_path: Path) -> None:
@@ -72,8 +72,12 @@ def test_at_as_rfc3339(tmp_path: Path) -> None:
     ("change", "line", "key", "fragment"),
     [
         (("interval: 15s", "intervall: 15s"), 3, "intervall", "unknown key (did you mean interval?)"),
-        (("series: request_rate", "series: request_rat"), 13, "input_series[2].series",
-         "unknown signal 'request_rat' (did you mean request_rate?)"),
+        (
+            ("series: request_rate", "series: request_rat"),
+            13,
+            "input_series[2].series",
+            "unknown signal 'request_rat' (did you mean request_rate?)",
+        ),
         (("values: '10x7'", "values: ''"), 14, "input_series[2].values", "no values"),
         (("values: '10x7'", "values: '10 NaN'"), 14, "input_series[2].values", "NaN and Inf"),
         (("values: '10x7'", "values: '10 Inf'"), 14, "input_series[2].values", "NaN and Inf"),
@@ -82,17 +86,42 @@ def test_at_as_rfc3339(tmp_path: Path) -> None:
         (("at: 1m", "at: tomorrow"), 5, "at", "RFC 3339"),
         (("interval: 15s", "interval: fast"), 3, "interval", "not a duration"),
         (("start: 2026-10-14T14:00:00Z", "start: soon"), 4, "start", "RFC 3339"),
-        (("  cause: kv_pressure", "  cause: kv_pressure\n  because: reasons"), 17, "expect.because", "unknown key"),
-        (("series: 'kv_usage_ratio{instance=\"vllm-1\"}'", "series: 'kv_usage_ratio{instance=\"vllm-0\"}'"), 11,
-         "input_series[1].series", "also given at input_series[0]"),
-        (("series: 'kv_usage_ratio{instance=\"vllm-1\"}'", "series: 'kv_usage_ratio{instance=~\"vllm-1\"}'"), 11,
-         "input_series[1].series", "only = matchers"),
+        (
+            ("  cause: kv_pressure", "  cause: kv_pressure\n  because: reasons"),
+            17,
+            "expect.because",
+            "unknown key",
+        ),
+        (
+            (
+                "series: 'kv_usage_ratio{instance=\"vllm-1\"}'",
+                "series: 'kv_usage_ratio{instance=\"vllm-0\"}'",
+            ),
+            11,
+            "input_series[1].series",
+            "also given at input_series[0]",
+        ),
+        (
+            (
+                "series: 'kv_usage_ratio{instance=\"vllm-1\"}'",
+                "series: 'kv_usage_ratio{instance=~\"vllm-1\"}'",
+            ),
+            11,
+            "input_series[1].series",
+            "only = matchers",
+        ),
         (("name: tiny", "name: ''"), 1, "name", "unique name"),
-        (("alert: {labels: {alertname: TPOTHigh, severity: page}, annotations: {}}", "alert: [1]"), 7, "alert",
-         "expected a mapping"),
+        (
+            ("alert: {labels: {alertname: TPOTHigh, severity: page}, annotations: {}}", "alert: [1]"),
+            7,
+            "alert",
+            "expected a mapping",
+        ),
     ],
 )
-def test_bad_input_is_located(tmp_path: Path, change: tuple[str, str], line: int, key: str, fragment: str) -> None:
+def test_bad_input_is_located(
+    tmp_path: Path, change: tuple[str, str], line: int, key: str, fragment: str
+) -> None:
     text = GOOD.replace(*change)
     assert text != GOOD
     with pytest.raises(InputError) as err:

@@ -15,13 +15,13 @@ from signals.notation import MISSING, STALE, NotationError, compress, expand, pa
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("-2+4x3", [-2, 2, 6, 10]),           # promtool's own examples
+        ("-2+4x3", [-2, 2, 6, 10]),  # promtool's own examples
         ("1-2x4", [1, -1, -3, -5, -7]),
         ("1x4", [1, 1, 1, 1, 1]),
         ("1 2 3", [1, 2, 3]),
         ("1e3 2.5E-1 .5 +3", [1000, 0.25, 0.5, 3]),
         ("1e-3+1e-3x2", [0.001, 0.002, 0.003]),
-        ("0x2", [0, 0, 0]),                   # not hexadecimal in a series description
+        ("0x2", [0, 0, 0]),  # not hexadecimal in a series description
     ],
 )
 def test_expands_like_promtool(text: str, expected: list[float]) -> None:
@@ -57,7 +57,7 @@ def test_rejects_with_the_item(text: str, item: int, fragment: str) -> None:
     assert fragment in str(err.value)
 
 
-@given(a=st.integers(-10**6, 10**6), b=st.integers(-1000, 1000), n=st.integers(0, 200))
+@given(a=st.integers(-(10**6), 10**6), b=st.integers(-1000, 1000), n=st.integers(0, 200))
 def test_a_plus_b_x_n_is_n_plus_one_values(a: int, b: int, n: int) -> None:
     sign = "+" if b >= 0 else "-"
     values = expand(f"{a}{sign}{abs(b)}x{n}")
@@ -70,8 +70,13 @@ def test_blank_x_n_is_n_gaps(n: int) -> None:
     assert expand(f"_x{n}") == [MISSING] * n
 
 
-@given(st.lists(st.one_of(st.none(), st.floats(-1e9, 1e9, allow_nan=False).map(lambda v: float(f"{v:.6g}"))),
-                min_size=1, max_size=300))
+@given(
+    st.lists(
+        st.one_of(st.none(), st.floats(-1e9, 1e9, allow_nan=False).map(lambda v: float(f"{v:.6g}"))),
+        min_size=1,
+        max_size=300,
+    )
+)
 def test_compress_round_trips(values: list[float | None]) -> None:
     array = np.array([math.nan if v is None else v for v in values])
     back = parse_values(compress(array))

@@ -10,19 +10,24 @@ from signals.timeparse import format_duration, format_instant, parse_duration, p
 
 def test_selector_with_labels_and_escapes() -> None:
     assert parse_selector('kv_usage_ratio{instance="vllm-0", gpu=\'1\', note="a\\"b",}') == (
-        "kv_usage_ratio", {"instance": "vllm-0", "gpu": "1", "note": 'a"b'})
+        "kv_usage_ratio",
+        {"instance": "vllm-0", "gpu": "1", "note": 'a"b'},
+    )
     assert parse_selector("request_rate") == ("request_rate", {})
     assert parse_selector('{__name__="request_rate",instance="x"}') == ("request_rate", {"instance": "x"})
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ('kv{instance=~"a"}', "only = matchers"),
-    ("kv{instance=a}", "quoted value"),
-    ('kv{instance="a"', "expected"),
-    ('kv{a="1",a="2"}', "given twice"),
-    ("{}", "metric name"),
-    ('kv{a="1"} extra', "unexpected"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('kv{instance=~"a"}', "only = matchers"),
+        ("kv{instance=a}", "quoted value"),
+        ('kv{instance="a"', "expected"),
+        ('kv{a="1",a="2"}', "given twice"),
+        ("{}", "metric name"),
+        ('kv{a="1"} extra', "unexpected"),
+    ],
+)
 def test_selector_errors(text: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         parse_selector(text)

@@ -16,7 +16,7 @@ def test_records_lines_of_keys_and_items() -> None:
     assert doc.data == {"a": 1, "b": ["x", {"y": 2}]}
     assert doc.line(("b",)) == 2
     assert doc.line(("b", 1, "y")) == 4
-    assert doc.line(("b", 1, "nope")) == 4   # falls back to the nearest known parent
+    assert doc.line(("b", 1, "nope")) == 4  # falls back to the nearest known parent
 
 
 def test_duplicate_key_is_an_error_not_the_last_wins() -> None:
@@ -47,12 +47,16 @@ def test_alias_bomb_is_refused_before_expansion() -> None:
         parse_yaml("\n".join(lines) + "\n", "bomb.yaml")
 
 
-@pytest.mark.parametrize("text", [
-    "[" * 100_000 + "]" * 100_000,
-    "{a: " * 50_000 + "1" + "}" * 50_000,
-    "- " * 20_000 + "x\n",
-    "".join(" " * i + f"k{i}:\n" for i in range(200)) + " " * 200 + "v: 1\n",
-], ids=["flow-sequences", "flow-mappings", "block-dashes", "block-indentation"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        "{a: " * 50_000 + "1" + "}" * 50_000,
+        "- " * 20_000 + "x\n",
+        "".join(" " * i + f"k{i}:\n" for i in range(200)) + " " * 200 + "v: 1\n",
+    ],
+    ids=["flow-sequences", "flow-mappings", "block-dashes", "block-indentation"],
+)
 def test_deep_nesting_is_refused_without_crashing_the_process(text: str) -> None:
     # Run in a child process: if the guard ever failed, libyaml would kill the process outright.
     code = (
@@ -60,7 +64,9 @@ def test_deep_nesting_is_refused_without_crashing_the_process(text: str) -> None
         "try:\n    parse_yaml(sys.stdin.read(), 'deep.yaml')\nexcept InputError as e:\n"
         "    print(e)\n    sys.exit(0)\nsys.exit(1)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr[-500:]
     assert "nesting deeper than" in result.stdout
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import STEP, frame_of, stepped
+
 from triage.checks import Context, evaluate, evaluate_entry
 from triage.playbook import AnyOf, CheckSpec, Settings
 from triage.windows import make_windows
 
-N = 240          # one hour at 15 s
-ONSET = 160      # index of the onset
+N = 240  # one hour at 15 s
+ONSET = 160  # index of the onset
 
 
 def ctx_for(series: dict[str, object], onset: int | None = ONSET) -> Context:
@@ -46,10 +46,15 @@ def test_rise_from_zero() -> None:
 
 def test_missing_signal_is_unknown_never_false() -> None:
     ctx = ctx_for({"request_rate": 5.0})
-    for spec in (check(kind="rise", signal="kv_usage_ratio"), check(kind="above", signal="kv_usage_ratio", threshold=0.9),
-                 check(kind="event", signal="gpu_xid"), check(kind="outlier", signal="queue_waiting"),
-                 check(kind="broad", signal="queue_waiting"), check(kind="change", signal="build_info"),
-                 check(kind="steady", signal="cost_per_1k_tokens")):
+    for spec in (
+        check(kind="rise", signal="kv_usage_ratio"),
+        check(kind="above", signal="kv_usage_ratio", threshold=0.9),
+        check(kind="event", signal="gpu_xid"),
+        check(kind="outlier", signal="queue_waiting"),
+        check(kind="broad", signal="queue_waiting"),
+        check(kind="change", signal="build_info"),
+        check(kind="steady", signal="cost_per_1k_tokens"),
+    ):
         e = evaluate(ctx, spec)
         assert e.holds is None, spec.kind
         assert "missing" in e.note
@@ -57,18 +62,26 @@ def test_missing_signal_is_unknown_never_false() -> None:
 
 def test_drop() -> None:
     ctx = ctx_for({"prefix_hit_ratio": stepped(0.65, 0.15, ONSET, N, noise=0.02)})
-    assert evaluate(ctx, check(kind="drop", signal="prefix_hit_ratio", factor=0.75, min_delta=0.1)).holds is True
+    assert (
+        evaluate(ctx, check(kind="drop", signal="prefix_hit_ratio", factor=0.75, min_delta=0.1)).holds is True
+    )
     ctx = ctx_for({"prefix_hit_ratio": stepped(0.65, 0.6, ONSET, N)})
-    assert evaluate(ctx, check(kind="drop", signal="prefix_hit_ratio", factor=0.75, min_delta=0.1)).holds is False
+    assert (
+        evaluate(ctx, check(kind="drop", signal="prefix_hit_ratio", factor=0.75, min_delta=0.1)).holds
+        is False
+    )
 
 
 def test_above_is_sustained_and_a_departure_only_when_it_crossed() -> None:
-    ctx = ctx_for({"kv_usage_ratio{instance=\"a\"}": stepped(0.5, 0.99, ONSET, N),
-                   "kv_usage_ratio{instance=\"b\"}": 0.5})
+    ctx = ctx_for(
+        {'kv_usage_ratio{instance="a"}': stepped(0.5, 0.99, ONSET, N), 'kv_usage_ratio{instance="b"}': 0.5}
+    )
     spec = check(kind="above", signal="kv_usage_ratio", threshold=0.95, view="max_replica")
     e = evaluate(ctx, spec)
     assert e.holds is True and e.departure
-    assert evaluate(ctx, check(kind="above", signal="kv_usage_ratio", threshold=0.95)).holds is False  # fleet mean
+    assert (
+        evaluate(ctx, check(kind="above", signal="kv_usage_ratio", threshold=0.95)).holds is False
+    )  # fleet mean
     always = ctx_for({"kv_usage_ratio": 0.97})
     e = evaluate(always, check(kind="above", signal="kv_usage_ratio", threshold=0.95))
     assert e.holds is True and not e.departure
@@ -76,19 +89,23 @@ def test_above_is_sustained_and_a_departure_only_when_it_crossed() -> None:
 
 def test_event_new_versus_old() -> None:
     xid = np.zeros(N)
-    xid[ONSET + 4:] = 79
-    ctx = ctx_for({"gpu_xid{instance=\"a\",gpu=\"0\"}": xid, "gpu_xid{instance=\"b\",gpu=\"0\"}": 0.0})
+    xid[ONSET + 4 :] = 79
+    ctx = ctx_for({'gpu_xid{instance="a",gpu="0"}': xid, 'gpu_xid{instance="b",gpu="0"}': 0.0})
     e = evaluate(ctx, check(kind="event", signal="gpu_xid"))
     assert e.holds is True and e.replicas == ("a",) and e.value == 79
-    old = ctx_for({"gpu_xid{instance=\"a\",gpu=\"0\"}": 43.0})
+    old = ctx_for({'gpu_xid{instance="a",gpu="0"}': 43.0})
     assert evaluate(old, check(kind="event", signal="gpu_xid")).holds is False
 
 
 def test_change_of_info_labels() -> None:
     before = np.where(np.arange(N) < ONSET, 1.0, np.nan)
     after = np.where(np.arange(N) >= ONSET, 1.0, np.nan)
-    ctx = ctx_for({'build_info{instance="a",engine_version="0.10.1",model="m"}': before,
-                   'build_info{instance="a",engine_version="0.11.0",model="m"}': after})
+    ctx = ctx_for(
+        {
+            'build_info{instance="a",engine_version="0.10.1",model="m"}': before,
+            'build_info{instance="a",engine_version="0.11.0",model="m"}': after,
+        }
+    )
     e = evaluate(ctx, check(kind="change", signal="build_info"))
     assert e.holds is True and "engine_version 0.10.1 -> 0.11.0" in e.note
     assert evaluate(ctx, check(kind="change", signal="build_info", labels=("model",))).holds is False
@@ -96,11 +113,21 @@ def test_change_of_info_labels() -> None:
 
 def test_label_is() -> None:
     ctx = ctx_for({'config_info{instance="a",chunked_prefill="false"}': 1.0})
-    assert evaluate(ctx, check(kind="label_is", signal="config_info", label="chunked_prefill",
-                               values=("false", "off"))).holds is True
+    assert (
+        evaluate(
+            ctx,
+            check(kind="label_is", signal="config_info", label="chunked_prefill", values=("false", "off")),
+        ).holds
+        is True
+    )
     ctx = ctx_for({'config_info{instance="a",chunked_prefill="true"}': 1.0})
-    assert evaluate(ctx, check(kind="label_is", signal="config_info", label="chunked_prefill",
-                               values=("false", "off"))).holds is False
+    assert (
+        evaluate(
+            ctx,
+            check(kind="label_is", signal="config_info", label="chunked_prefill", values=("false", "off")),
+        ).holds
+        is False
+    )
 
 
 def fleet(values: dict[str, object], signal: str = "queue_waiting") -> dict[str, object]:
@@ -129,8 +156,14 @@ def test_outlier_low_direction() -> None:
 
 
 def test_broad_share_of_replicas() -> None:
-    moved = fleet({"a": stepped(1, 10, ONSET, N), "b": stepped(1, 10, ONSET, N), "c": stepped(1, 10, ONSET, N),
-                   "d": 1.0})
+    moved = fleet(
+        {
+            "a": stepped(1, 10, ONSET, N),
+            "b": stepped(1, 10, ONSET, N),
+            "c": stepped(1, 10, ONSET, N),
+            "d": 1.0,
+        }
+    )
     spec = check(kind="broad", signal="queue_waiting", factor=1.5, min_delta=1, share=0.6)
     assert evaluate(ctx_for(moved), spec).holds is True
     one = fleet({"a": stepped(1, 10, ONSET, N), "b": 1.0, "c": 1.0, "d": 1.0})
@@ -142,7 +175,9 @@ def test_sudden_versus_gradual() -> None:
     ramp_values = np.concatenate([np.full(40, 20.0), np.linspace(20, 45, N - 40)])
     ramp = ctx_for({"request_rate": ramp_values}, onset=200)
     sudden = check(kind="sudden", signal="request_rate", factor=1.4, within="10m", share=0.6)
-    gradual = check(kind="gradual", signal="request_rate", factor=1.2, within="10m", share=0.5, baseline="long")
+    gradual = check(
+        kind="gradual", signal="request_rate", factor=1.2, within="10m", share=0.5, baseline="long"
+    )
     assert evaluate(burst, sudden).holds is True
     assert evaluate(burst, gradual).holds is False
     assert evaluate(ramp, gradual).holds is True
@@ -156,7 +191,10 @@ def test_shortfall() -> None:
     e = evaluate(ctx, check(kind="shortfall", signal="replicas_ready", of="replicas_desired"))
     assert e.holds is True and e.value == 6 and e.baseline == 8
     always_short = ctx_for({"replicas_ready": 6.0, "replicas_desired": 8.0})
-    assert evaluate(always_short, check(kind="shortfall", signal="replicas_ready", of="replicas_desired")).holds is False
+    assert (
+        evaluate(always_short, check(kind="shortfall", signal="replicas_ready", of="replicas_desired")).holds
+        is False
+    )
 
 
 def test_replicas_lost() -> None:
@@ -172,9 +210,12 @@ def test_replicas_lost() -> None:
 def test_wave_of_restarts() -> None:
     def pulse(at: int) -> np.ndarray:
         v = np.zeros(N)
-        v[at:at + 8] = 1
+        v[at : at + 8] = 1
         return v
-    ctx = ctx_for(fleet({"a": pulse(ONSET), "b": pulse(ONSET + 20), "c": pulse(ONSET + 40), "d": 0.0}, "restarts"))
+
+    ctx = ctx_for(
+        fleet({"a": pulse(ONSET), "b": pulse(ONSET + 20), "c": pulse(ONSET + 40), "d": 0.0}, "restarts")
+    )
     e = evaluate(ctx, check(kind="wave", signal="restarts", min_count=2))
     assert e.holds is True and e.replicas == ("a", "b", "c")
     same_time = ctx_for(fleet({"a": pulse(ONSET), "b": pulse(ONSET), "c": 0.0}, "restarts"))
@@ -182,16 +223,27 @@ def test_wave_of_restarts() -> None:
 
 
 def test_steady() -> None:
-    assert evaluate(ctx_for({"cost_per_1k_tokens": 0.002}), check(kind="steady", signal="cost_per_1k_tokens",
-                                                                   factor=1.1)).holds is True
+    assert (
+        evaluate(
+            ctx_for({"cost_per_1k_tokens": 0.002}),
+            check(kind="steady", signal="cost_per_1k_tokens", factor=1.1),
+        ).holds
+        is True
+    )
     moved = ctx_for({"cost_per_1k_tokens": stepped(0.002, 0.003, ONSET, N)})
     assert evaluate(moved, check(kind="steady", signal="cost_per_1k_tokens", factor=1.1)).holds is False
 
 
 def test_any_group_holds_if_one_member_holds() -> None:
     ctx = ctx_for({"prompt_tokens_p95": 1000.0, "long_prompt_ratio": stepped(0.02, 0.3, ONSET, N)})
-    group = AnyOf.model_validate({"any": [{"kind": "rise", "signal": "prompt_tokens_p95", "factor": 1.5},
-                                          {"kind": "rise", "signal": "long_prompt_ratio", "factor": 2.0}]})
+    group = AnyOf.model_validate(
+        {
+            "any": [
+                {"kind": "rise", "signal": "prompt_tokens_p95", "factor": 1.5},
+                {"kind": "rise", "signal": "long_prompt_ratio", "factor": 2.0},
+            ]
+        }
+    )
     e = evaluate_entry(ctx, group)
     assert e.holds is True and e.signal == "long_prompt_ratio"
     none = ctx_for({"prompt_tokens_p95": 1000.0, "long_prompt_ratio": 0.02})
@@ -208,4 +260,4 @@ def test_windows_around_an_onset() -> None:
     assert w.baseline[1] == onset - 120 and w.baseline[0] == frame.start
     assert w.incident[0] == onset - 900
     assert w.pre[1] < w.incident[0]
-    assert STEP == frame.step
+    assert frame.step == STEP

@@ -17,8 +17,14 @@ KV = str(ROOT / "fixtures" / "kv-pressure-long-context.yaml")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "triage.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "triage.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 def test_diagnose_text_is_plain_when_piped() -> None:
@@ -55,23 +61,33 @@ def test_diagnose_markdown(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_symptom_and_at_override(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diagnose", "--fixture", KV, "--format", "json", "--symptom", "ttft_slow", "--at", "30m"]) == 0
+    assert (
+        main(["diagnose", "--fixture", KV, "--format", "json", "--symptom", "ttft_slow", "--at", "30m"]) == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["symptom"] == "ttft_slow" and data["at"] == "2026-10-14T13:30:00Z"
-    assert data["causes"] == []   # thirty minutes in, nothing had happened yet
+    assert data["causes"] == []  # thirty minutes in, nothing had happened yet
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (["diagnose", "--fixture", "nope.yaml"], "nope.yaml:0: (file): no such file"),
-    (["diagnose", "--fixture", KV, "--symptom", "ttft_slw"], "unknown symptom 'ttft_slw' (did you mean ttft_slow?)"),
-    (["diagnose", "--fixture", KV, "--at", "9h"], "--at: 2026-10-14T22:00:00Z is outside the data"),
-    (["diagnose", "--fixture", KV, "--at", "noon"], "--at:"),
-    (["replay", KV, "--every", "5s"], "shorter than the fixture's interval"),
-    (["replay", KV, "--every", "often"], "--every:"),
-    (["test", "no/such/dir"], "no such file or folder"),
-    (["diagnose", "--fixture", KV, "--playbooks", "/nonexistent"], "no such playbook folder"),
-])
-def test_bad_usage_is_one_line_and_exit_2(args: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["diagnose", "--fixture", "nope.yaml"], "nope.yaml:0: (file): no such file"),
+        (
+            ["diagnose", "--fixture", KV, "--symptom", "ttft_slw"],
+            "unknown symptom 'ttft_slw' (did you mean ttft_slow?)",
+        ),
+        (["diagnose", "--fixture", KV, "--at", "9h"], "--at: 2026-10-14T22:00:00Z is outside the data"),
+        (["diagnose", "--fixture", KV, "--at", "noon"], "--at:"),
+        (["replay", KV, "--every", "5s"], "shorter than the fixture's interval"),
+        (["replay", KV, "--every", "often"], "--every:"),
+        (["test", "no/such/dir"], "no such file or folder"),
+        (["diagnose", "--fixture", KV, "--playbooks", "/nonexistent"], "no such playbook folder"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(
+    args: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(args) == EXIT_USAGE
     captured = capsys.readouterr()
     assert fragment in captured.err
@@ -92,8 +108,9 @@ def test_bad_fixture_is_located(tmp_path: Path) -> None:
     result = run("diagnose", "--fixture", str(bad))
     line = text.splitlines().index("symptom: tpot_slo") + 1
     assert result.returncode == EXIT_USAGE
-    assert result.stderr.strip() == (f"triage: {bad}:{line}: symptom: unknown symptom 'tpot_slo' "
-                                     "(did you mean tpot_slow?)")
+    assert result.stderr.strip() == (
+        f"triage: {bad}:{line}: symptom: unknown symptom 'tpot_slo' (did you mean tpot_slow?)"
+    )
 
 
 def test_alias_bomb_fixture_exits_2(tmp_path: Path) -> None:
@@ -102,7 +119,9 @@ def test_alias_bomb_fixture_exits_2(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines))
     result = run("diagnose", "--fixture", str(bomb))
-    assert result.returncode == EXIT_USAGE and "alias bomb" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == EXIT_USAGE and "alias bomb" in result.stderr and "Traceback" not in result.stderr
+    )
 
 
 def test_replay_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,11 +140,18 @@ def test_test_command_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["test", KV]) == EXIT_OK
     assert "1 passed, 0 failed" in capsys.readouterr().out
     wrong = tmp_path / "wrong.yaml"
-    wrong.write_text(Path(KV).read_text().replace("cause: kv_pressure", "cause: routing_imbalance")
-                     .replace("name: kv-pressure-long-context", "name: wrong-expectation"))
+    wrong.write_text(
+        Path(KV)
+        .read_text()
+        .replace("cause: kv_pressure", "cause: routing_imbalance")
+        .replace("name: kv-pressure-long-context", "name: wrong-expectation")
+    )
     assert main(["test", KV, str(wrong)]) == EXIT_FAILED
     out = capsys.readouterr().out
-    assert f"FAIL  {wrong}" in out and "expected top cause routing_imbalance (not ranked), got kv_pressure" in out
+    assert (
+        f"FAIL  {wrong}" in out
+        and "expected top cause routing_imbalance (not ranked), got kv_pressure" in out
+    )
     assert "1 passed, 1 failed" in out
 
 

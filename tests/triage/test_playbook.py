@@ -15,14 +15,36 @@ from triage.sources import read_playbook_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY_CAUSES = {
-    "long_prompt_surge", "traffic_burst", "long_output_shift", "prefix_cache_miss", "prefill_interference",
-    "batch_oversized", "kv_pressure", "gpu_throttling", "gpu_fault", "engine_oom", "replica_down",
-    "routing_imbalance", "capacity_shortage", "rollout_disruption", "token_volume_growth", "price_change",
-    "version_change", "fallback_active", "length_truncation",
+    "long_prompt_surge",
+    "traffic_burst",
+    "long_output_shift",
+    "prefix_cache_miss",
+    "prefill_interference",
+    "batch_oversized",
+    "kv_pressure",
+    "gpu_throttling",
+    "gpu_fault",
+    "engine_oom",
+    "replica_down",
+    "routing_imbalance",
+    "capacity_shortage",
+    "rollout_disruption",
+    "token_volume_growth",
+    "price_change",
+    "version_change",
+    "fallback_active",
+    "length_truncation",
 }
-VOCABULARY_FORBIDDEN = {"scale_out", "tune_sampling", "raise_gpu_memory_utilization", "raise_max_num_seqs",
-                        "force_prefix_cache", "gateway_prompt_assembly", "average_latency_sla",
-                        "blind_retry_streaming"}
+VOCABULARY_FORBIDDEN = {
+    "scale_out",
+    "tune_sampling",
+    "raise_gpu_memory_utilization",
+    "raise_max_num_seqs",
+    "force_prefix_cache",
+    "gateway_prompt_assembly",
+    "average_latency_sla",
+    "blind_retry_streaming",
+}
 
 
 def bundled() -> dict[str, str]:
@@ -61,66 +83,120 @@ def edit(name: str, old: str, new: str) -> dict[str, str]:
 
 
 def test_unknown_key_with_line_and_hint() -> None:
-    files = edit("causes-resource.yaml", "    mechanism: >-\n      KV blocks", "    mechanisn: >-\n      KV blocks")
+    files = edit(
+        "causes-resource.yaml", "    mechanism: >-\n      KV blocks", "    mechanisn: >-\n      KV blocks"
+    )
     found = problems(files)
     assert len(found) == 1
     line = files["causes-resource.yaml"].splitlines().index("    mechanisn: >-") + 1
-    assert found[0] == (f"causes-resource.yaml:{line}: causes.kv_pressure.mechanisn: unknown key "
-                        "(did you mean mechanism?)")
+    assert found[0] == (
+        f"causes-resource.yaml:{line}: causes.kv_pressure.mechanisn: unknown key (did you mean mechanism?)"
+    )
 
 
 def test_unknown_check_kind_is_a_closed_set() -> None:
-    found = problems(edit("causes-request.yaml", "{kind: rise, signal: output_tokens_p95",
-                          "{kind: grows, signal: output_tokens_p95"))
+    found = problems(
+        edit(
+            "causes-request.yaml",
+            "{kind: rise, signal: output_tokens_p95",
+            "{kind: grows, signal: output_tokens_p95",
+        )
+    )
     assert any("causes.long_output_shift.requires[0].kind: Input should be" in p for p in found), found
 
 
 def test_check_parameters_fit_their_kind() -> None:
-    found = problems(edit("causes-request.yaml", "{kind: rise, signal: output_tokens_p95, factor: 1.4, min_delta: 50}",
-                          "{kind: rise, signal: output_tokens_p95, threshold: 3}"))
+    found = problems(
+        edit(
+            "causes-request.yaml",
+            "{kind: rise, signal: output_tokens_p95, factor: 1.4, min_delta: 50}",
+            "{kind: rise, signal: output_tokens_p95, threshold: 3}",
+        )
+    )
     assert any("a rise check takes no threshold" in p for p in found), found
 
 
 def test_unknown_signal_with_hint() -> None:
-    found = problems(edit("causes-request.yaml", "signal: output_tokens_p95, factor: 1.4",
-                          "signal: output_token_p95, factor: 1.4"))
-    assert any("requires[0].signal: unknown signal 'output_token_p95' (did you mean output_tokens_p95?)" in p
-               for p in found), found
+    found = problems(
+        edit(
+            "causes-request.yaml",
+            "signal: output_tokens_p95, factor: 1.4",
+            "signal: output_token_p95, factor: 1.4",
+        )
+    )
+    assert any(
+        "requires[0].signal: unknown signal 'output_token_p95' (did you mean output_tokens_p95?)" in p
+        for p in found
+    ), found
 
 
 def test_unknown_cause_referenced_by_a_symptom() -> None:
-    found = problems(edit("symptoms.yaml", "engine: [prefix_cache_miss, batch_oversized]\n      resource: [kv_pressure, gpu_throttling, gpu_fault, engine_oom]",
-                          "engine: [prefix_cache_mis, batch_oversized]\n      resource: [kv_pressure, gpu_throttling, gpu_fault, engine_oom]"))
-    assert any("symptoms.ttft_slow.layers.engine[0]: unknown cause 'prefix_cache_mis' (did you mean prefix_cache_miss?)"
-               in p for p in found), found
+    found = problems(
+        edit(
+            "symptoms.yaml",
+            "engine: [prefix_cache_miss, batch_oversized]\n      resource: [kv_pressure, gpu_throttling",
+            "engine: [prefix_cache_mis, batch_oversized]\n      resource: [kv_pressure, gpu_throttling",
+        )
+    )
+    assert any(
+        "symptoms.ttft_slow.layers.engine[0]: unknown cause 'prefix_cache_mis' "
+        "(did you mean prefix_cache_miss?)" in p
+        for p in found
+    ), found
 
 
 def test_cause_listed_under_the_wrong_layer() -> None:
-    found = problems(edit("symptoms.yaml", "request: [length_truncation]\n      supply: [version_change, fallback_active]",
-                          "request: [length_truncation, version_change]\n      supply: [fallback_active]"))
+    found = problems(
+        edit(
+            "symptoms.yaml",
+            "request: [length_truncation]\n      supply: [version_change, fallback_active]",
+            "request: [length_truncation, version_change]\n      supply: [fallback_active]",
+        )
+    )
     assert any("belongs to layer supply, not request" in p for p in found), found
 
 
 def test_unreachable_cause() -> None:
-    found = problems(edit("symptoms.yaml", "supply: [version_change, fallback_active]", "supply: [fallback_active]"))
+    found = problems(
+        edit("symptoms.yaml", "supply: [version_change, fallback_active]", "supply: [fallback_active]")
+    )
     assert any("causes.version_change: no symptom leads to this cause" in p for p in found), found
 
 
 def test_action_both_advised_and_forbidden() -> None:
-    found = problems(edit("causes-supply.yaml", "first_actions: [confirm_capacity_at_slo, add_replicas_by_capacity_math]",
-                          "first_actions: [confirm_capacity_at_slo, scale_out]"))
-    assert any("first_actions[1]: 'scale_out' is a forbidden action; it cannot be advised" in p for p in found), found
+    found = problems(
+        edit(
+            "causes-supply.yaml",
+            "first_actions: [confirm_capacity_at_slo, add_replicas_by_capacity_math]",
+            "first_actions: [confirm_capacity_at_slo, scale_out]",
+        )
+    )
+    assert any(
+        "first_actions[1]: 'scale_out' is a forbidden action; it cannot be advised" in p for p in found
+    ), found
 
 
 def test_unknown_action() -> None:
-    found = problems(edit("causes-supply.yaml", "first_actions: [pause_rollout, check_graceful_shutdown]",
-                          "first_actions: [pause_rollout, check_graceful_shutdwn]"))
-    assert any("unknown action 'check_graceful_shutdwn' (did you mean check_graceful_shutdown?)" in p for p in found)
+    found = problems(
+        edit(
+            "causes-supply.yaml",
+            "first_actions: [pause_rollout, check_graceful_shutdown]",
+            "first_actions: [pause_rollout, check_graceful_shutdwn]",
+        )
+    )
+    assert any(
+        "unknown action 'check_graceful_shutdwn' (did you mean check_graceful_shutdown?)" in p for p in found
+    )
 
 
 def test_explains_cycle() -> None:
-    found = problems(edit("causes-resource.yaml", "    first_actions: [find_kv_consumer",
-                          "    explains: [batch_oversized]\n    first_actions: [find_kv_consumer"))
+    found = problems(
+        edit(
+            "causes-resource.yaml",
+            "    first_actions: [find_kv_consumer",
+            "    explains: [batch_oversized]\n    first_actions: [find_kv_consumer",
+        )
+    )
     assert any("explains forms a cycle: " in p for p in found), found
 
 
@@ -128,8 +204,10 @@ def test_duplicate_id_across_files() -> None:
     files = bundled()
     files["zz-extra.yaml"] = "schema_version: 1\nactions:\n  compare_replicas: {text: again}\n"
     found = problems(files)
-    assert found == [f"zz-extra.yaml:3: actions.compare_replicas: already defined at actions.yaml:"
-                     f"{files['actions.yaml'].splitlines().index('  compare_replicas:') + 1}"]
+    assert found == [
+        f"zz-extra.yaml:3: actions.compare_replicas: already defined at actions.yaml:"
+        f"{files['actions.yaml'].splitlines().index('  compare_replicas:') + 1}"
+    ]
 
 
 def test_schema_version_is_required_and_checked() -> None:
@@ -149,9 +227,12 @@ def test_missing_symptom_of_the_vocabulary() -> None:
 
 
 def test_collect_all_or_stop_at_first() -> None:
-    files = edit("causes-request.yaml", "signal: output_tokens_p95, factor: 1.4", "signal: nope_a, factor: 1.4")
-    files["causes-engine.yaml"] = files["causes-engine.yaml"].replace("signal: prefix_hit_ratio, factor: 0.75",
-                                                                      "signal: nope_b, factor: 0.75", 1)
+    files = edit(
+        "causes-request.yaml", "signal: output_tokens_p95, factor: 1.4", "signal: nope_a, factor: 1.4"
+    )
+    files["causes-engine.yaml"] = files["causes-engine.yaml"].replace(
+        "signal: prefix_hit_ratio, factor: 0.75", "signal: nope_b, factor: 0.75", 1
+    )
     assert len(problems(files)) == 2
     with pytest.raises(InputErrors) as err:
         load(files, first=True)
@@ -159,6 +240,11 @@ def test_collect_all_or_stop_at_first() -> None:
 
 
 def test_change_checks_read_info_signals_only() -> None:
-    found = problems(edit("causes-supply.yaml", "- {kind: change, signal: build_info}\n    supports:",
-                          "- {kind: change, signal: request_rate}\n    supports:"))
+    found = problems(
+        edit(
+            "causes-supply.yaml",
+            "- {kind: change, signal: build_info}\n    supports:",
+            "- {kind: change, signal: request_rate}\n    supports:",
+        )
+    )
     assert any("a change check reads an info signal" in p for p in found), found

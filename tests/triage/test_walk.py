@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from conftest import frame_of, stepped
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import frame_of, stepped
 from signals.vocabulary import SIGNALS
 from triage.graph import TriageGraph
 from triage.model import SYMPTOMS
@@ -30,7 +30,7 @@ def test_change_point_finds_a_step_and_ignores_noise() -> None:
 
 def test_change_point_direction() -> None:
     frame = frame_of({"prefix_hit_ratio": stepped(0.6, 0.1, ONSET, N, noise=0.02)}, N)
-    onset = find_onset(frame, ["prefix_hit_ratio"], frame.end, Settings())   # lower is worse for a hit ratio
+    onset = find_onset(frame, ["prefix_hit_ratio"], frame.end, Settings())  # lower is worse for a hit ratio
     assert onset is not None and onset.time == frame.times[ONSET]
     frame = frame_of({"prefix_hit_ratio": stepped(0.1, 0.6, ONSET, N, noise=0.02)}, N)
     assert find_onset(frame, ["prefix_hit_ratio"], frame.end, Settings()) is None
@@ -45,11 +45,18 @@ def routing_frame() -> dict[str, object]:
     series: dict[str, object] = {}
     hot = {n: (stepped(0.5, 0.99, ONSET, N) if n == "a" else 0.45) for n in names}
     series.update(replicas("kv_usage_ratio", hot))
-    series.update(replicas("queue_waiting", {n: (stepped(1, 25, ONSET, N) if n == "a" else 0.5) for n in names}))
-    series.update(replicas("preemption_rate", {n: (stepped(0, 2, ONSET, N) if n == "a" else 0.0) for n in names}))
-    series.update(replicas("request_rate", {n: (stepped(4, 12, ONSET, N) if n == "a" else 3.0) for n in names}))
-    series.update(replicas("ttft_p99_seconds", {n: (stepped(0.4, 3.0, ONSET, N) if n == "a" else 0.4)
-                                                for n in names}))
+    series.update(
+        replicas("queue_waiting", {n: (stepped(1, 25, ONSET, N) if n == "a" else 0.5) for n in names})
+    )
+    series.update(
+        replicas("preemption_rate", {n: (stepped(0, 2, ONSET, N) if n == "a" else 0.0) for n in names})
+    )
+    series.update(
+        replicas("request_rate", {n: (stepped(4, 12, ONSET, N) if n == "a" else 3.0) for n in names})
+    )
+    series.update(
+        replicas("ttft_p99_seconds", {n: (stepped(0.4, 3.0, ONSET, N) if n == "a" else 0.4) for n in names})
+    )
     return series
 
 
@@ -69,8 +76,9 @@ def test_routing_is_the_deeper_cause_of_one_replica_thrashing(graph: TriageGraph
 
 
 def test_no_departure_means_no_cause_but_red_lines_still_flagged(graph: TriageGraph) -> None:
-    series = replicas("ttft_p99_seconds", {n: stepped(0.4, 0.4, 0, N, noise=0.05, seed=i)
-                                            for i, n in enumerate("abc")})
+    series = replicas(
+        "ttft_p99_seconds", {n: stepped(0.4, 0.4, 0, N, noise=0.05, seed=i) for i, n in enumerate("abc")}
+    )
     series.update(replicas("kv_usage_ratio", {n: 0.5 for n in "abc"}))
     d = diagnose(graph, frame_of(series, N), "ttft_slow")
     assert d.causes == ()
@@ -133,36 +141,37 @@ def random_frames(draw: st.DrawFn) -> dict[str, object]:
                 at = int(rng.integers(20, N - 10))
                 values[at:] *= float(rng.uniform(0.1, 5))
             if rng.random() < 0.2:
-                values[int(rng.integers(10, N)):] = np.nan   # a replica vanishes
+                values[int(rng.integers(10, N)) :] = np.nan  # a replica vanishes
             if SIGNALS[signal].unit == "ratio":
                 values = np.clip(values / max(base * 5, 1e-9), 0, 1)
             series[f'{signal}{{instance="r{r}"}}'] = np.abs(values)
     if draw(st.booleans()):
         xid = np.zeros(N)
-        xid[int(rng.integers(20, N)):] = 79
+        xid[int(rng.integers(20, N)) :] = 79
         series['gpu_xid{instance="r0",gpu="0"}'] = xid
     return series
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(series=random_frames(), symptom=st.sampled_from([*SYMPTOMS, "auto"]), at_fraction=st.floats(0.2, 1.0))
-def test_invariants_on_random_frames(graph: TriageGraph, series: dict[str, object], symptom: str,
-                                     at_fraction: float) -> None:
+def test_invariants_on_random_frames(
+    graph: TriageGraph, series: dict[str, object], symptom: str, at_fraction: float
+) -> None:
     frame = frame_of(series, N)
     at = float(frame.times[int(at_fraction * (N - 1))])
     d = diagnose(graph, frame, symptom, at)
     forbidden = {f.action for f in d.forbidden}
-    for cause in d.causes:                                       # every ranked cause cites evidence
+    for cause in d.causes:  # every ranked cause cites evidence
         assert any(e.holds for e in cause.evidence)
         assert any(e.holds and e.departure for e in cause.evidence)
         assert 0 < cause.score <= 1
-    assert not forbidden & {a.id for a in d.first_actions}       # nothing both advised and forbidden
+    assert not forbidden & {a.id for a in d.first_actions}  # nothing both advised and forbidden
     top = d.causes[0].cause if d.causes else None
     assert ("scale_out" in forbidden) == (top != "capacity_shortage")
     for f in d.forbidden:
         assert f.reason.strip() and "Now:" in f.reason
-    for cause in d.causes:                                       # an explainer always ranks above what it explains
+    for cause in d.causes:  # an explainer always ranks above what it explains
         for other in cause.explains:
             assert [c.cause for c in d.causes].index(other) > [c.cause for c in d.causes].index(cause.cause)
     assert all(not frame.has(s) for s in d.missing_signals)
-    json.dumps(d.to_json())                                      # always serialisable
+    json.dumps(d.to_json())  # always serialisable
