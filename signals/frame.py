@@ -22,6 +22,7 @@ import pandas as pd
 from signals.vocabulary import REPLICA_LABEL, SIGNALS, Aggregation
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -78,6 +79,10 @@ class SignalFrame:
     _by_signal: dict[str, list[Series]] = field(init=False, repr=False)
     _fleet: dict[str, FloatArray] = field(init=False, repr=False, default_factory=dict)
     _replicas: dict[str, ReplicaView] = field(init=False, repr=False, default_factory=dict)
+    _has: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
+    _presence: tuple[tuple[str, ...], npt.NDArray[np.bool_]] | None = field(
+        init=False, repr=False, default=None
+    )
 
     def __post_init__(self) -> None:
         self.times = np.asarray(self.times, dtype=np.float64)
@@ -112,8 +117,12 @@ class SignalFrame:
         )
 
     def has(self, signal: str) -> bool:
-        rows = self._by_signal.get(signal, [])
-        return any(np.isfinite(s.values).any() for s in rows)
+        """Whether any series of the signal holds a sample (cached: asked by every check)."""
+        known = self._has.get(signal)
+        if known is None:
+            known = any(np.isfinite(s.values).any() for s in self._by_signal.get(signal, []))
+            self._has[signal] = known
+        return known
 
     def rows(self, signal: str) -> list[Series]:
         """Every series of one signal, sorted by labels."""
@@ -167,10 +176,39 @@ class SignalFrame:
         self._fleet[signal] = values
         return values
 
+    def across_replicas(self, signal: str, how: Aggregation) -> FloatArray:
+        """The replicas combined step by step with `how` (the worst replica: max), cached.
+
+        Unlike `fleet`, this ignores the fleet's own series: it asks what the replicas say.
+        Falls back to the fleet view when the signal has no per-replica series.
+        """
+        key = f"{signal}/{how}"
+        cached = self._fleet.get(key)
+        if cached is not None:
+            return cached
+        rows = self.replicas(signal).values
+        values = aggregate(rows, how) if rows.shape[0] else self.fleet(signal)
+        self._fleet[key] = values
+        return values
+
     def replica_names(self) -> tuple[str, ...]:
         """Every replica that appears in any per-replica series."""
         names = {s.replica for rows in self._by_signal.values() for s in rows if s.replica is not None}
         return tuple(sorted(n for n in names if n is not None))
+
+    def presence(self) -> tuple[tuple[str, ...], npt.NDArray[np.bool_]]:
+        """Which replica reports any signal at each step: names, and a replicas × steps mask (cached)."""
+        if self._presence is None:
+            names = self.replica_names()
+            index = {n: i for i, n in enumerate(names)}
+            present = np.zeros((len(names), len(self.times)), dtype=bool)
+            for rows in self._by_signal.values():
+                for s in rows:
+                    name = s.replica
+                    if name is not None:
+                        present[index[name]] |= np.isfinite(s.values)
+            self._presence = (names, present)
+        return self._presence
 
     def to_pandas(self, signal: str) -> pd.DataFrame:
         """One signal as a DataFrame: a UTC time index, one column per series."""

@@ -21,7 +21,6 @@ import numpy as np
 
 from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import format_duration, parse_duration
-from signals.vocabulary import REPLICA_LABEL
 from triage.model import Evidence
 from triage.playbook import AnyOf, CheckSpec
 from triage.windows import PER_PLACE_LABELS, Windows
@@ -37,21 +36,16 @@ class Context:
     windows: Windows
     _views: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
     _results: dict[CheckSpec, Evidence] = field(default_factory=dict)
-    _presence: tuple[tuple[str, ...], np.ndarray] | None = None
 
     def view(self, signal: str, view: str | None) -> FloatArray:
         key = (signal, view or "fleet")
         cached = self._views.get(key)
         if cached is not None:
             return cached
-        if view in ("max_replica", "median_replica"):
-            rows = self.frame.replicas(signal).values
-            if rows.shape[0] == 0:
-                values = self.frame.fleet(signal)
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", category=RuntimeWarning)
-                    values = np.nanmax(rows, axis=0) if view == "max_replica" else np.nanmedian(rows, axis=0)
+        if view == "max_replica":
+            values = self.frame.across_replicas(signal, "max")
+        elif view == "median_replica":
+            values = self.frame.across_replicas(signal, "median")
         else:
             values = self.frame.fleet(signal)
         self._views[key] = values
@@ -59,17 +53,7 @@ class Context:
 
     def presence(self) -> tuple[tuple[str, ...], np.ndarray]:
         """Which replica reports anything at each step (replicas × steps, bool)."""
-        if self._presence is None:
-            names = self.frame.replica_names()
-            index = {n: i for i, n in enumerate(names)}
-            present = np.zeros((len(names), len(self.frame.times)), dtype=bool)
-            for signal in self.frame.signals():
-                for s in self.frame.rows(signal):
-                    name = dict(s.labels).get(REPLICA_LABEL)
-                    if name is not None:
-                        present[index[name]] |= np.isfinite(s.values)
-            self._presence = (names, present)
-        return self._presence
+        return self.frame.presence()
 
 
 def _median(values: FloatArray) -> float:
@@ -361,15 +345,51 @@ def check_label_is(ctx: Context, check: CheckSpec) -> Evidence:
     )
 
 
+def row_medians(matrix: FloatArray) -> FloatArray:
+    """Median of each row ignoring NaN; a row with no sample gives NaN.
+
+    np.nanmedian goes through masked arrays for short rows, which is slow on the hot path
+    of a replay; most windows have no gap, so those take plain np.median.
+    """
+    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        return np.full(matrix.shape[0], np.nan)
+    gaps = np.isnan(matrix)
+    if not gaps.any():
+        return np.asarray(np.median(matrix, axis=1), dtype=np.float64)
+    ordered = np.sort(matrix, axis=1)  # NaN sort last
+    count = (~gaps).sum(axis=1)
+    low = np.clip((count - 1) // 2, 0, None)[:, None]
+    high = np.clip(count // 2, 0, None)[:, None]
+    middle = (np.take_along_axis(ordered, low, axis=1) + np.take_along_axis(ordered, high, axis=1))[:, 0] / 2
+    return np.where(count > 0, middle, np.nan)
+
+
+def leave_one_out_medians(values: FloatArray) -> FloatArray:
+    """For each element, the median of all the others (vectorised, O(n log n))."""
+    n = len(values)
+    if n < 2:
+        return np.full(n, np.nan)
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    s = values[order]
+
+    def remaining(j: int) -> FloatArray:
+        # the j-th smallest of the others: skip over the element itself
+        return np.where(rank > j, s[j], s[min(j + 1, n - 1)])
+
+    m = n - 1
+    if m % 2 == 1:
+        return remaining(m // 2)
+    return (remaining(m // 2 - 1) + remaining(m // 2)) / 2
+
+
 def _replica_medians(
     ctx: Context, signal: str, window: tuple[float, float]
 ) -> tuple[tuple[str, ...], FloatArray]:
     view = ctx.frame.replicas(signal)
     span = ctx.frame.index(*window)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        medians = np.nanmedian(view.values[:, span], axis=1) if view.values.shape[0] else np.empty(0)
-    return view.replicas, np.asarray(medians, dtype=np.float64)
+    return view.replicas, row_medians(view.values[:, span])
 
 
 def check_outlier(ctx: Context, check: CheckSpec) -> Evidence:
@@ -390,8 +410,9 @@ def check_outlier(ctx: Context, check: CheckSpec) -> Evidence:
     names = tuple(n for n, k in zip(names, known, strict=True) if k)
     now = now[known]
     flagged: list[tuple[str, float, float]] = []
+    peer_medians = leave_one_out_medians(now)
     for i, name in enumerate(names):
-        peers = float(np.median(np.delete(now, i)))
+        peers = float(peer_medians[i])
         value = float(now[i])
         if high:
             off = (

@@ -261,3 +261,16 @@ def test_windows_around_an_onset() -> None:
     assert w.incident[0] == onset - 900
     assert w.pre[1] < w.incident[0]
     assert frame.step == STEP
+
+
+def test_leave_one_out_medians_match_the_definition() -> None:
+    from triage.checks import leave_one_out_medians, row_medians
+
+    rng = np.random.default_rng(5)
+    for n in range(2, 12):
+        values = rng.integers(0, 5, n).astype(float)   # ties on purpose
+        expected = [float(np.median(np.delete(values, i))) for i in range(n)]
+        assert leave_one_out_medians(values).tolist() == pytest.approx(expected)
+    matrix = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [4.0, 5.0, 6.0]])
+    out = row_medians(matrix)
+    assert out[0] == 2.0 and np.isnan(out[1]) and out[2] == 5.0

@@ -1,0 +1,44 @@
+"""Generate the benchmark fixture: 64 replicas x 20 per-replica signals, 6 hours at 15 s.
+
+About 1.8 M values (64 x 20 x 1441), with noise on every series and a KV-pressure
+incident in the sixth hour, so the walk has real work to do. Written to bench/out/.
+Run: python -m bench.big_fixture
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tools.synth import Fleet
+
+OUT = Path(__file__).resolve().parent / "out"
+PATH = OUT / "big-64x20x6h.yaml"
+
+
+def build() -> Path:
+    OUT.mkdir(exist_ok=True)
+    f = Fleet(
+        "bench-64-replicas-6h",
+        "Benchmark: 64 replicas, 20 per-replica signals, 6 hours at 15 s; KV pressure in the sixth hour.",
+        replicas=64,
+        duration="6h",
+        seed=64,
+        gpu_signals=False,
+        kube_signals=False,
+        info_signals=False,
+        omit=("e2e_p99_seconds",),
+    )
+    f.step("kv_usage_ratio", "5h10m", to=0.985, ramp="6m")
+    f.step("preemption_rate", "5h12m", to=2.5, ramp="3m")
+    f.step("tpot_p99_seconds", "5h13m", factor=2.6, ramp="3m")
+    f.step("ttft_p99_seconds", "5h14m", factor=2.2, ramp="3m")
+    f.step("queue_waiting", "5h14m", to=6, ramp="3m")
+    f.write(str(PATH), "tpot_slow", expect={"cause": "kv_pressure", "forbidden": ["scale_out"]})
+    return PATH
+
+
+if __name__ == "__main__":
+    path = build()
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    sys.exit(0)
