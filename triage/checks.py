@@ -376,7 +376,7 @@ def leave_one_out_medians(values: FloatArray) -> FloatArray:
 
     def remaining(j: int) -> FloatArray:
         # the j-th smallest of the others: skip over the element itself
-        return np.where(rank > j, s[j], s[min(j + 1, n - 1)])
+        return np.asarray(np.where(rank > j, s[j], s[min(j + 1, n - 1)]), dtype=np.float64)
 
     m = n - 1
     if m % 2 == 1:
