@@ -62,7 +62,7 @@ def _median(values: FloatArray) -> float:
 
 
 def _baseline(ctx: Context, check: CheckSpec) -> tuple[float, float]:
-    """The baseline window a check compares with: the hour before the onset, or all of the lookback."""
+    """The baseline window a check compares with: the hour before the onset, or the first of the lookback."""
     return ctx.windows.long_baseline if check.baseline == "long" else ctx.windows.baseline
 
 

@@ -11,8 +11,8 @@ worse, found by maximising a two-sample t statistic over every split of the look
 - incident: from `lead` before the onset to `at`, where events (XIDs, restarts, version
   changes) that may have caused the symptom are looked for;
 - pre: the baseline span before the incident window, to tell a new event from an old one;
-- long baseline: everything in the lookback before the onset, for growth too slow to
-  show against the last hour (demand that climbs over an afternoon).
+- long baseline: the first hour of the lookback, for growth too slow to show against
+  the hour before the onset (demand that climbs over an afternoon).
 """
 
 from __future__ import annotations
@@ -151,5 +151,6 @@ def make_windows(frame: SignalFrame, at: float, onset: float | None, settings: S
     incident = (max(frame.start, anchor - lead), at)
     pre = (max(frame.start, incident[0] - baseline_span), incident[0] - frame.step / 2)
     lookback = parse_duration(w.lookback)
-    long_baseline = (max(frame.start, anchor - lookback), baseline_end)
+    long_start = max(frame.start, anchor - lookback)
+    long_baseline = (long_start, min(long_start + baseline_span, baseline_end))
     return Windows(at, onset, baseline, recent, incident, pre, long_baseline)

@@ -1,0 +1,39 @@
+"""The generality corpus: incidents written apart from the playbooks, replayed to their expectations.
+
+`tools/generality.py` varies what the bundled fixtures keep fixed (fleets of 3 to 64
+replicas, moderate magnitudes, more noise, missing optional signals, replicas vanishing
+for unrelated reasons, confounders, auto symptoms); the corpus is generated here rather
+than committed, since it runs to tens of megabytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from signals.fixture import load_fixture
+from tools import generality
+from triage.graph import TriageGraph
+from triage.replay import check_expect, fixture_symptom
+from triage.walk import diagnose
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp("generality")
+    assert generality.main(["--out", str(out)]) == 0
+    return sorted(out.glob("*.yaml"))
+
+
+def test_corpus_replays_to_its_expectations(graph: TriageGraph, corpus: list[Path]) -> None:
+    assert len(corpus) >= 20
+    failures = []
+    for path in corpus:
+        fixture = load_fixture(str(path))
+        assert fixture.expect is not None
+        d = diagnose(graph, fixture.frame, fixture_symptom(fixture, None), fixture.at)
+        result = check_expect(d, fixture.expect)
+        if not result.passed:
+            failures.append(f"{path.name}: {'; '.join(result.problems)}")
+    assert not failures, "\n".join(failures)
