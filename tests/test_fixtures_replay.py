@@ -33,7 +33,8 @@ def test_there_is_a_fixture_for_every_cause_and_a_quiet_one(graph: TriageGraph) 
 def test_fixture_replays_to_its_expectation(graph: TriageGraph, path: Path) -> None:
     fixture = load_fixture(str(path))
     assert fixture.expect is not None
-    d = diagnose(graph, fixture.frame, fixture_symptom(fixture, None), fixture.at)
+    symptom, source = fixture_symptom(fixture, None, graph.knowledge)
+    d = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
     result = check_expect(d, fixture.expect)
     assert result.passed, result.problems
     flagged = {f.action for f in d.forbidden}

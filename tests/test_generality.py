@@ -32,7 +32,8 @@ def test_corpus_replays_to_its_expectations(graph: TriageGraph, corpus: list[Pat
     for path in corpus:
         fixture = load_fixture(str(path))
         assert fixture.expect is not None
-        d = diagnose(graph, fixture.frame, fixture_symptom(fixture, None), fixture.at)
+        symptom, source = fixture_symptom(fixture, None, graph.knowledge)
+        d = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
         result = check_expect(d, fixture.expect)
         if not result.passed:
             failures.append(f"{path.name}: {'; '.join(result.problems)}")

@@ -222,12 +222,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     fixture = _load_checked_fixture(args.fixture, graph.knowledge)
     symptom = _symptom_arg(args.symptom, graph.knowledge)
     at = _at_arg(args.at, fixture)
-    chosen = fixture_symptom(fixture, symptom)
-    source = (
-        "given"
-        if symptom
-        else ("fixture" if fixture.symptom else "alert" if fixture.alert_labels.get("symptom") else "auto")
-    )
+    chosen, source = fixture_symptom(fixture, symptom, graph.knowledge)
     diagnosis = diagnose(graph, fixture.frame, chosen, at, source=source)
     if args.format == "json":
         out.write(to_json(diagnosis) + "\n")
@@ -241,7 +236,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     graph = _graph(args)
     fixture = _load_checked_fixture(args.fixture, graph.knowledge)
-    symptom = fixture_symptom(fixture, _symptom_arg(args.symptom, graph.knowledge))
+    symptom, source = fixture_symptom(fixture, _symptom_arg(args.symptom, graph.knowledge), graph.knowledge)
     try:
         every = parse_duration(args.every)
     except ValueError as exc:
@@ -251,7 +246,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             f"--every: {args.every} is shorter than the fixture's interval "
             f"({format_duration(fixture.interval)})"
         )
-    steps = timeline(graph, fixture.frame, symptom, every)
+    steps = timeline(graph, fixture.frame, symptom, every, source=source)
     summary = summarise(steps)
     if args.format == "json":
         payload = {
@@ -341,8 +336,8 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
             if not args.quiet:
                 out.write(f"SKIP  {path} (no expect block)\n")
             continue
-        symptom = fixture_symptom(fixture, None)
-        diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at)
+        symptom, source = fixture_symptom(fixture, None, graph.knowledge)
+        diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
         result = check_expect(diagnosis, fixture.expect)
         top = diagnosis.top.cause if diagnosis.top else "no cause"
         if result.passed:

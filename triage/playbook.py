@@ -13,6 +13,7 @@ This module does no IO: it takes parsed documents. `triage.sources` reads the fi
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -204,8 +205,24 @@ class Windows(_Strict):
         return self
 
 
+class AlertSymptom(_Strict):
+    """An alertname pattern (a Python regex, searched case-insensitively) and the symptom it means."""
+
+    match: str
+    symptom: str
+
+    @model_validator(mode="after")
+    def _compiles(self) -> AlertSymptom:
+        try:
+            re.compile(self.match)
+        except re.error as exc:
+            raise ValueError(f"match is not a valid regular expression: {exc}") from None
+        return self
+
+
 class Settings(_Strict):
     windows: Windows = Field(default_factory=Windows)
+    alert_symptoms: tuple[AlertSymptom, ...] = ()
     onset_min_score: float = Field(6.0, gt=0)
     onset_min_shift: float = Field(0.15, gt=0, lt=10)
     min_score: float = Field(0.3, ge=0, le=1)
@@ -357,6 +374,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
         raise InputErrors(problems)
 
     settings: Settings | None = None
+    where_settings: Document | None = None
     symptoms: dict[str, SymptomSpec] = {}
     causes: dict[str, CauseSpec] = {}
     actions: dict[str, ActionSpec] = {}
@@ -369,6 +387,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             if settings is not None:
                 problem(doc, ("settings",), f"settings are already given in {origins['settings'][0]}")
             settings = pb.settings
+            where_settings = doc
             origins["settings"] = (doc.source, doc.line(("settings",)))
         sections: tuple[tuple[str, dict[str, Any], Mapping[str, Any]], ...] = (
             ("symptoms", symptoms, pb.symptoms),
@@ -416,6 +435,15 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
         if sid not in symptoms and parsed:
             doc = parsed[0][0]
             problem(doc, ("symptoms",), f"symptom '{sid}' of the vocabulary has no playbook")
+
+    if settings is not None and where_settings is not None:
+        for i, rule in enumerate(settings.alert_symptoms):
+            if rule.symptom not in symptoms:
+                problem(
+                    where_settings,
+                    ("settings", "alert_symptoms", i, "symptom"),
+                    f"unknown symptom '{rule.symptom}'{_did_you_mean(rule.symptom, symptoms)}",
+                )
 
     for sid, s in symptoms.items():
         q = f"symptoms.{sid}"

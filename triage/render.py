@@ -100,6 +100,12 @@ def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) ->
         verdict.append(f" ({d.top.layer}) — {d.top.title}  score {d.top.score:.2f}")
         if d.top.explains:
             verdict.append(f"  explains {', '.join(d.top.explains)}", style="dim")
+    elif d.symptom_visible:
+        verdict.append(
+            "the symptom is real, but no cause in the playbooks holds; nothing is guessed "
+            "(see the first look and the blind spots)",
+            style="bold yellow",
+        )
     else:
         verdict.append("no cause departs from its baseline; nothing to blame yet", style="bold green")
     console.print(verdict)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from signals.fixture import Expect, Fixture
 from signals.frame import SignalFrame
 from triage.graph import TriageGraph
-from triage.model import Diagnosis
-from triage.walk import diagnose
+from triage.model import AUTO, Diagnosis
+from triage.playbook import Knowledge
+from triage.walk import diagnose, symptom_from_alert
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,13 @@ def check_expect(diagnosis: Diagnosis, expect: Expect) -> ExpectResult:
     return ExpectResult(not problems, tuple(problems))
 
 
-def fixture_symptom(fixture: Fixture, override: str | None) -> str:
-    """The symptom a fixture's replay starts from: the flag, the fixture, its alert, else auto."""
+def fixture_symptom(fixture: Fixture, override: str | None, kb: Knowledge) -> tuple[str, str]:
+    """Where a fixture's diagnosis starts, and why: the flag, the fixture, its alert, else auto."""
     if override:
-        return override
+        return override, "given"
     if fixture.symptom:
-        return fixture.symptom
-    label = fixture.alert_labels.get("symptom")
-    return label or "auto"
+        return fixture.symptom, "fixture"
+    from_alert = symptom_from_alert(fixture.alert_labels, kb)
+    if from_alert:
+        return from_alert, "alert"
+    return AUTO, "auto"

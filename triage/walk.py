@@ -11,7 +11,8 @@ comes out; ties are broken by id. The reasoning follows DESIGN.md:
 5. unknown is not healthy: a missing signal leaves a check unknown, which lowers the
    score and is listed, and never counts as normal;
 6. never guess: a cause is ranked only if every required check holds or is unknown,
-   at least one holds, and at least one holding check is a departure from baseline;
+   no more are unknown than hold, and at least one holding check is a departure from
+   its baseline;
 7. forbidden actions are part of every answer, each with evidence behind its reason.
 """
 
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
 from triage.checks import Context, evaluate, evaluate_entry
 from triage.graph import TriageGraph
 from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden
-from triage.playbook import AnyOf, CheckSpec, iter_checks
+from triage.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
 from triage.windows import Onset, find_onset, make_windows
 
 SUPPORT_WEIGHT = 0.5
@@ -105,8 +107,14 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     failed = [e for e in required if e.holds is False]
     if failed:
         return finding("ruled_out", 0.0, f"{failed[0].check} does not hold ({failed[0].note})")
-    if not any(e.holds for e in required):
+    holding = sum(1 for e in required if e.holds)
+    unknown = sum(1 for e in required if e.holds is None)
+    if holding == 0:
         return finding("unproven", 0.0, "no required check could be evaluated")
+    if unknown > holding:
+        return finding(
+            "unproven", 0.0, f"{unknown} of {len(required)} required checks could not be evaluated"
+        )
     if not any(e.holds and e.departure for e in required + support):
         return finding("no_departure", 0.0, "nothing departs from its baseline")
     total = sum(weights_req) + sum(weights_sup)
@@ -219,17 +227,16 @@ def _forbidden(
     return out
 
 
-def resolve_symptom(
-    requested: str | None, alert_labels: dict[str, str] | None, graph: TriageGraph
-) -> tuple[str, str]:
-    """The symptom to start from and where it came from: flag, alert label, or auto."""
-    if requested and requested != AUTO:
-        return requested, "given"
-    labels = alert_labels or {}
+def symptom_from_alert(labels: Mapping[str, str], kb: Knowledge) -> str | None:
+    """The symptom an alert names: its `symptom` label, else the first alertname pattern that matches."""
     label = labels.get("symptom")
-    if label and label in graph.knowledge.symptoms:
-        return label, "alert"
-    return AUTO, "auto"
+    if label and label in kb.symptoms:
+        return label
+    name = labels.get("alertname", "")
+    for rule in kb.settings.alert_symptoms:
+        if name and re.search(rule.match, name, flags=re.IGNORECASE):
+            return rule.symptom
+    return None
 
 
 def diagnose(

@@ -268,7 +268,7 @@ def test_leave_one_out_medians_match_the_definition() -> None:
 
     rng = np.random.default_rng(5)
     for n in range(2, 12):
-        values = rng.integers(0, 5, n).astype(float)   # ties on purpose
+        values = rng.integers(0, 5, n).astype(float)  # ties on purpose
         expected = [float(np.median(np.delete(values, i))) for i in range(n)]
         assert leave_one_out_medians(values).tolist() == pytest.approx(expected)
     matrix = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [4.0, 5.0, 6.0]])

@@ -248,3 +248,12 @@ def test_change_checks_read_info_signals_only() -> None:
         )
     )
     assert any("a change check reads an info signal" in p for p in found), found
+
+
+def test_alert_symptom_patterns_are_validated() -> None:
+    found = problems(edit("settings.yaml", "symptom: cost_up}", "symptom: cost_upp}"))
+    assert any("settings.alert_symptoms[2].symptom: unknown symptom 'cost_upp'" in p for p in found), found
+    found = problems(edit("settings.yaml", "{match: 'spend|cost", "{match: '(spend|cost"))
+    assert any("settings.alert_symptoms[2]: match is not a valid regular expression" in p for p in found), (
+        found
+    )

@@ -175,3 +175,26 @@ def test_invariants_on_random_frames(
             assert [c.cause for c in d.causes].index(other) > [c.cause for c in d.causes].index(cause.cause)
     assert all(not frame.has(s) for s in d.missing_signals)
     json.dumps(d.to_json())  # always serialisable
+
+
+def test_symptom_from_alert(graph: TriageGraph) -> None:
+    from triage.walk import symptom_from_alert
+
+    kb = graph.knowledge
+    assert symptom_from_alert({"alertname": "X", "symptom": "cost_up"}, kb) == "cost_up"
+    assert symptom_from_alert({"alertname": "LLMTTFTP99High"}, kb) == "ttft_slow"
+    assert symptom_from_alert({"alertname": "InterTokenLatencyHigh"}, kb) == "tpot_slow"
+    assert symptom_from_alert({"alertname": "LLMServingErrorRateHigh"}, kb) == "errors"
+    assert symptom_from_alert({"alertname": "GatewayRateLimited429"}, kb) == "rejected"
+    assert symptom_from_alert({"alertname": "DailySpendJump"}, kb) == "cost_up"
+    assert symptom_from_alert({"alertname": "Watchdog"}, kb) is None
+    assert symptom_from_alert({"symptom": "not_a_symptom"}, kb) is None
+
+
+def test_visible_symptom_without_cause_says_so(graph: TriageGraph) -> None:
+    from triage.render import to_text
+
+    series = replicas("tpot_p99_seconds", {n: stepped(0.03, 0.09, ONSET, N) for n in "abc"})
+    d = diagnose(graph, frame_of(series, N), "tpot_slow")
+    assert d.symptom_visible is True and d.causes == ()
+    assert "the symptom is real, but no cause in the playbooks holds" in to_text(d)
