@@ -200,3 +200,59 @@ def test_color_only_on_a_terminal_and_never_with_no_color() -> None:
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+BAD_FIXTURES = {
+    "malformed": ("name: x\ninput_series: [\n", "malformed YAML"),
+    "unknown-key": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\nsymptoms: ttft_slow\ninput_series: []\n",
+        "unknown key",
+    ),
+    "unknown-signal": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\ninput_series:\n  - {series: kv_use, values: '1x3'}\n",
+        "unknown signal",
+    ),
+    "unknown-symptom": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\nsymptom: slow\ninput_series:\n"
+        "  - {series: request_rate, values: '1x3'}\n",
+        "unknown symptom",
+    ),
+    "no-values": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\ninput_series:\n  - {series: request_rate}\n",
+        "no values",
+    ),
+    "notation": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\ninput_series:\n  - {series: request_rate, values: '1x'}\n",
+        "not a number",
+    ),
+    "nan": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\ninput_series:\n  - {series: request_rate, values: '1 NaN'}\n",
+        "NaN and Inf",
+    ),
+    "no-series": ("name: x\nstart: 2026-10-14T14:00:00Z\n", "input_series: missing"),
+    "at-outside": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\nat: 2h\ninput_series:\n"
+        "  - {series: request_rate, values: '1x3'}\n",
+        "outside the data",
+    ),
+    "deep": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nesting deeper than"),
+    "unknown-cause": (
+        "name: x\nstart: 2026-10-14T14:00:00Z\ninput_series:\n  - {series: request_rate, values: '1x3'}\n"
+        "expect: {cause: kv_pressur}\n",
+        "did you mean kv_pressure",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FIXTURES))
+def test_every_bad_fixture_is_one_located_line_and_exit_2(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, fragment = BAD_FIXTURES[kind]
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(text)
+    assert main(["diagnose", "--fixture", str(path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"triage: {path}:"), err
+    assert fragment in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
