@@ -92,6 +92,19 @@ def _clip(x: float) -> float:
     return 0.0 if not math.isfinite(x) else max(0.0, min(1.0, x))
 
 
+def _before_and_now(ctx: Context, check: CheckSpec, text: str) -> tuple[FloatArray, float, float] | Evidence:
+    """The signal's view with its baseline and recent medians, or the unknown evidence saying why not."""
+    assert check.signal is not None
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    values = ctx.view(check.signal, check.view)
+    base = _median(_window(ctx, values, _baseline(ctx, check)))
+    now = _median(_window(ctx, values, ctx.windows.recent))
+    if math.isnan(base) or math.isnan(now):
+        return _unknown(check, text, "no data in the baseline or recent window", now, base)
+    return values, base, now
+
+
 def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     assert check.signal is not None
     rising = check.kind == "rise"
@@ -103,13 +116,10 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
         text += f" ({'+' if rising else '-'}{min_delta:g})"
     if check.view and check.view != "fleet":
         text += f" [{check.view.replace('_', ' ')}]"
-    if not ctx.frame.has(check.signal):
-        return _unknown(check, text, "signal missing")
-    values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, _baseline(ctx, check)))
-    now = _median(_window(ctx, values, ctx.windows.recent))
-    if math.isnan(base) or math.isnan(now):
-        return _unknown(check, text, "no data in the baseline or recent window", now, base)
+    compared = _before_and_now(ctx, check, text)
+    if isinstance(compared, Evidence):
+        return compared
+    _, base, now = compared
     if rising:
         holds = (
             now >= base * factor and now - base >= min_delta
@@ -135,13 +145,10 @@ def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
     assert check.signal is not None
     factor = check.factor or 1.2
     text = f"{check.signal} within {factor:g}x of baseline"
-    if not ctx.frame.has(check.signal):
-        return _unknown(check, text, "signal missing")
-    values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, _baseline(ctx, check)))
-    now = _median(_window(ctx, values, ctx.windows.recent))
-    if math.isnan(base) or math.isnan(now):
-        return _unknown(check, text, "no data in the baseline or recent window", now, base)
+    compared = _before_and_now(ctx, check, text)
+    if isinstance(compared, Evidence):
+        return compared
+    _, base, now = compared
     if base > 0 and now > 0:
         holds = max(now / base, base / now) <= factor
     else:
@@ -502,19 +509,12 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
     within = parse_duration(check.within or "10m")
     share = check.share or 0.6
     sudden = check.kind == "sudden"
-    text = (
-        f"{check.signal} rose >= {factor:g}x, "
-        f"{'mostly' if sudden else 'less than ' + format(share, '.0%')} within {check.within or '10m'}"
-    )
-    if sudden:
-        text = f"{check.signal} rose >= {factor:g}x, >= {share:.0%} of it within {check.within or '10m'}"
-    if not ctx.frame.has(check.signal):
-        return _unknown(check, text, "signal missing")
-    values = ctx.view(check.signal, check.view)
-    base = _median(_window(ctx, values, _baseline(ctx, check)))
-    now = _median(_window(ctx, values, ctx.windows.recent))
-    if math.isnan(base) or math.isnan(now):
-        return _unknown(check, text, "no data in the baseline or recent window", now, base)
+    portion = f">= {share:.0%} of it" if sudden else f"less than {share:.0%} of it"
+    text = f"{check.signal} rose >= {factor:g}x, {portion} within {check.within or '10m'}"
+    compared = _before_and_now(ctx, check, text)
+    if isinstance(compared, Evidence):
+        return compared
+    values, base, now = compared
     total = now - base
     if base <= 0 or now < base * factor or total <= 0:
         return Evidence(

@@ -18,7 +18,7 @@ LAYERS: tuple[str, ...] = ("request", "engine", "resource", "supply")
 AUTO = "auto"
 NO_SYMPTOM = "none"
 
-Role = Literal["requires", "supports", "against", "detect", "forbidden"]
+Role = Literal["requires", "supports", "against", "detect"]
 Status = Literal["ranked", "ruled_out", "unproven", "no_departure"]
 
 

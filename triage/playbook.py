@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from signals.errors import InputError, InputErrors
 from signals.timeparse import parse_duration
 from signals.vocabulary import SIGNALS
-from signals.yamldoc import Document, key_name
+from signals.yamldoc import Document
 from triage.model import SYMPTOMS
 
 SCHEMA_VERSION = 1
@@ -266,7 +266,7 @@ def _pydantic_problems(doc: Document, exc: ValidationError) -> list[InputError]:
         path = tuple("for" if p == "for_" else p for p in loc)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key" + _did_you_mean(str(path[-1]), _allowed_keys(doc, path))
+            message = "unknown key" + _did_you_mean(str(path[-1]), _allowed_keys())
         elif err["type"] == "literal_error" and "expected" in err.get("ctx", {}):
             message = f"{message}"
         problems.append(doc.error(path, message))
@@ -291,7 +291,7 @@ def _strip_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _allowed_keys(doc: Document, path: tuple[Any, ...]) -> list[str]:
+def _allowed_keys() -> list[str]:
     """Keys a misspelt key could have meant, for the hint."""
     names: set[str] = set()
     for model in (
@@ -339,7 +339,8 @@ def _parse_file(doc: Document) -> PlaybookFile:
         raise InputErrors(_pydantic_problems(doc, exc)) from None
 
 
-def _iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
+def iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
+    """Every plain check, opening `any` groups."""
     for entry in entries:
         if isinstance(entry, AnyOf):
             yield from entry.any
@@ -541,9 +542,5 @@ def _explains_cycle(causes: Mapping[str, CauseSpec]) -> list[str]:
     return []
 
 
-def iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
-    """Every plain check, opening `any` groups."""
-    return _iter_checks(entries)
 
-
-__all__ = ["AnyOf", "CheckSpec", "Knowledge", "key_name", "load_knowledge"]
+__all__ = ["AnyOf", "CheckSpec", "Knowledge", "iter_checks", "load_knowledge"]

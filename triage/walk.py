@@ -22,12 +22,13 @@ import heapq
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
 from triage.checks import Context, evaluate, evaluate_entry
 from triage.graph import TriageGraph
-from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden
+from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
 from triage.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
 from triage.windows import Onset, find_onset, make_windows
 
@@ -76,15 +77,12 @@ def _detect(
     return severity, tuple(evidence), visible
 
 
-def _with_role(evidence: Evidence, role: str) -> Evidence:
-    from dataclasses import replace
-
-    return replace(evidence, role=role)  # type: ignore[arg-type]
+def _with_role(evidence: Evidence, role: Role) -> Evidence:
+    return replace(evidence, role=role)
 
 
 def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     spec = graph.knowledge.causes[cause]
-    evidence: list[Evidence] = []
     required = [_with_role(evaluate_entry(ctx, e), "requires") for e in spec.requires]
     support = [_with_role(evaluate_entry(ctx, e), "supports") for e in spec.supports]
     against = [_with_role(evaluate_entry(ctx, e), "against") for e in spec.against]
@@ -92,12 +90,12 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     weights_req = [e.weight for e in spec.requires]
     weights_sup = [e.weight * SUPPORT_WEIGHT for e in spec.supports]
 
-    def finding(status: str, score: float, why: str = "") -> CauseFinding:
+    def finding(status: Status, score: float, why: str = "") -> CauseFinding:
         return CauseFinding(
             cause=cause,
             layer=spec.layer,
             title=spec.title,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             score=score,
             evidence=tuple(evidence),
             why_not=why,
@@ -161,8 +159,6 @@ def _order(findings: list[CauseFinding], graph: TriageGraph) -> list[CauseFindin
             indegree[o] -= 1
             if indegree[o] == 0:
                 heapq.heappush(heap, (-lifted[o], o))
-    from dataclasses import replace
-
     return [
         replace(
             by_id[c],
