@@ -1,4 +1,8 @@
-"""Read a fixture: an incident recorded as signal series in promtool's notation.
+"""Read a fixture: an incident recorded as series in promtool's notation.
+
+A signal-level fixture names vocabulary signals; a raw one (`level: raw`) names what the
+exporters expose (vLLM, SGLang, DCGM, kube-state-metrics), and its frame holds those raw
+series until `signals.rawreplay` turns them into signals through a real Prometheus.
 
 The format is the public contract of VOCABULARY.md ("Fixture format"). Structure and
 the signal vocabulary are checked here, with file, line and key in every message;
@@ -68,6 +72,7 @@ class Fixture:
     expect: Expect | None
     frame: SignalFrame
     document: Document = field(repr=False)
+    level: str = "signal"
 
 
 def _unknown_keys(
@@ -138,12 +143,6 @@ def fixture_from_document(doc: Document) -> Fixture:
     level = data.get("level", "signal")
     if level not in ("signal", "raw"):
         raise doc.error(("level",), "expected signal or raw")
-    if level == "raw":
-        raise doc.error(
-            ("level",),
-            "raw exporter series are replayed through a real Prometheus; "
-            "this command reads signal-level fixtures only",
-        )
     name = _string(doc, data.get("name", ""), ("name",)) if "name" in data else ""
     if not name:
         raise doc.error(("name",), "every fixture needs a unique name")
@@ -179,7 +178,7 @@ def fixture_from_document(doc: Document) -> Fixture:
             metric, labels = parse_selector(_string(doc, item["series"], (*path, "series")))
         except ValueError as exc:
             raise doc.error((*path, "series"), str(exc)) from None
-        if metric not in SIGNALS:
+        if level == "signal" and metric not in SIGNALS:
             raise doc.error((*path, "series"), f"unknown signal '{metric}'{suggest(metric)}")
         key = (metric, labels_of(labels))
         if key in seen:
@@ -245,6 +244,7 @@ def fixture_from_document(doc: Document) -> Fixture:
         expect=expect,
         frame=frame,
         document=doc,
+        level=level,
     )
 
 

@@ -14,20 +14,35 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from signals.errors import InputError, InputErrors
+from signals.capture import dump_fixture, frame_to_fixture
+from signals.catalog import load_catalog, resolve
+from signals.errors import InputError, InputErrors, SignalError
 from signals.fixture import Fixture, is_offset, load_fixture
+from signals.live import fetch_frame
+from signals.rawreplay import replay_raw
 from signals.timeparse import format_duration, format_instant, parse_duration, parse_instant
 from triage import __version__
+from triage.alertfile import read_alert
 from triage.graph import TriageGraph, build_graph
-from triage.model import AUTO
-from triage.playbook import Knowledge, _did_you_mean
+from triage.model import AUTO, Diagnosis
+from triage.playbook import AnyOf, Knowledge, _did_you_mean
 from triage.render import to_json, to_markdown, to_text
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
+from triage.rules import load_slo, render_rules
+from triage.sourceargs import (
+    SourceArgError,
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
 from triage.sources import default_playbook_dir, load_playbooks
-from triage.walk import diagnose
+from triage.walk import diagnose, symptom_from_alert
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -75,25 +90,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser(
         "diagnose",
-        help="diagnose an incident at one moment",
-        description="Diagnose an incident recorded as a fixture at one moment.",
+        help="diagnose an incident at one moment, from a fixture or a live Prometheus",
+        description="Diagnose an incident at one moment, from a recorded fixture or a live Prometheus.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time.\n"
-        "--symptom auto detects the symptom from the signals (the worst breach wins).",
+        epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time; live, a\n"
+        "duration means that long ago (--at 20m) and the default is now, or the alert's startsAt.\n"
+        "--symptom auto detects the symptom from the signals (the worst breach wins).\n"
+        "exit codes: 0 diagnosis made, 2 bad usage or input, 3 Prometheus could not be read at all.",
     )
-    d.add_argument("--fixture", required=True, metavar="PATH", help="incident fixture (YAML)")
+    d.add_argument(
+        "--fixture", metavar="PATH", help="incident fixture (YAML; raw ones replay through Prometheus)"
+    )
     d.add_argument(
         "--symptom",
         metavar="ID",
         help="where to start: ttft_slow, tpot_slow, errors, rejected, "
-        "cost_up, quality_down or auto (default: the fixture's, else auto)",
+        "cost_up, quality_down or auto (default: the fixture's or the alert's, else auto)",
     )
     d.add_argument(
         "--at", metavar="T", help="moment to diagnose (default: the fixture's at, else the last sample)"
     )
+    d.add_argument(
+        "--alert", metavar="FILE", help="an Alertmanager alert or webhook payload (JSON) to start from"
+    )
+    d.add_argument("--lookback", metavar="DURATION", default="3h", help="live: history to fetch (default 3h)")
+    d.add_argument("--step", metavar="DURATION", default="15s", help="live: resolution (default 15s)")
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
     _add_common(d)
+    add_prometheus_options(d)
 
     r = sub.add_parser(
         "replay",
@@ -116,6 +141,54 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     _add_common(t)
+
+    sg = sub.add_parser("signals", help="what a live Prometheus can tell")
+    sgsub = sg.add_subparsers(dest="signals_command", metavar="SUBCOMMAND")
+    sc = sgsub.add_parser(
+        "check",
+        help="resolve every signal against a Prometheus: its source, or blind",
+        description="For every vocabulary signal, the source it resolves to on the server, or that it is "
+        "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
+    )
+    sc.add_argument("--format", choices=("text", "json"), default="text")
+    _add_common(sc)
+    add_prometheus_options(sc, required=True)
+
+    cp = sub.add_parser(
+        "capture",
+        help="record a live incident as a fixture",
+        description="Fetch every signal over [start, end] and write a signal-level fixture (promtool "
+        "notation, runs compressed). Add an expect block and it is a regression test.",
+    )
+    cp.add_argument("--start", required=True, metavar="T", help="RFC 3339 time, or a duration ago (2h)")
+    cp.add_argument("--end", metavar="T", help="RFC 3339 time, or a duration ago (default now)")
+    cp.add_argument("--step", metavar="DURATION", default="15s", help="resolution (default 15s)")
+    cp.add_argument("--symptom", metavar="ID", help="symptom to record in the fixture")
+    cp.add_argument("-o", "--output", required=True, metavar="FILE", help="fixture file to write")
+    _add_common(cp)
+    add_prometheus_options(cp, required=True)
+
+    ru = sub.add_parser(
+        "rules",
+        help="Prometheus recording and alerting rules that feed the triage",
+        description="Write Prometheus rules: the catalog as triage:<signal> recording rules (the or of every "
+        "flavour's query), and alerting rules that start the triage, each with a symptom label. "
+        "P99 TTFT and P99 TPOT alert separately, never on the mean.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="validate the output with: promtool check rules FILE",
+    )
+    ru.add_argument("-o", "--output", metavar="FILE", help="rule file to write (default: stdout)")
+    ru.add_argument("--slo", metavar="FILE", help="SLO thresholds to override (see triage/slo_defaults.yaml)")
+    ru.add_argument(
+        "--selector",
+        metavar="S",
+        default="",
+        help="label matchers for every query, e.g. '{namespace=\"llm\"}'",
+    )
+    ru.add_argument("--replica-label", metavar="L", default="instance", help="label that names a replica")
+    ru.add_argument(
+        "--catalog", metavar="FILE", action="append", default=[], help="extra signal catalog file(s)"
+    )
 
     p = sub.add_parser("playbooks", help="work with the playbooks")
     psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
@@ -172,11 +245,14 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
     return out
 
 
-def _load_checked_fixture(path: str, kb: Knowledge) -> Fixture:
+def _load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] = ()) -> Fixture:
+    """A fixture whose ids the playbooks know; a raw one is first replayed through a real Prometheus."""
     fixture = load_fixture(path)
     problems = _fixture_problems(fixture, kb)
     if problems:
         raise InputErrors(problems)
+    if fixture.level == "raw":
+        fixture, _ = replay_raw(fixture, load_catalog(catalog_files))
     return fixture
 
 
@@ -217,19 +293,58 @@ def use_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
-    graph = _graph(args)
-    fixture = _load_checked_fixture(args.fixture, graph.knowledge)
-    symptom = _symptom_arg(args.symptom, graph.knowledge)
-    at = _at_arg(args.at, fixture)
-    chosen, source = fixture_symptom(fixture, symptom, graph.knowledge)
-    diagnosis = diagnose(graph, fixture.frame, chosen, at, source=source)
+def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
         out.write(to_json(diagnosis) + "\n")
     elif args.format == "markdown":
         out.write(to_markdown(diagnosis))
     else:
         out.write(to_text(diagnosis, color=use_color(out), verbose=args.verbose))
+
+
+def _live_moment(value: str | None, now: float, flag: str) -> float:
+    """An RFC 3339 time, an epoch, or a duration meaning that long before now."""
+    if value is None or value == "now":
+        return now
+    try:
+        return now - parse_duration(value) if is_offset(value) else parse_instant(value)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+    if bool(args.fixture) == bool(args.prometheus):
+        raise UsageError("give either --fixture PATH or --prometheus URL")
+    graph = _graph(args)
+    symptom = _symptom_arg(args.symptom, graph.knowledge)
+    alert = read_alert(args.alert) if args.alert else None
+    if alert is not None and symptom is None:
+        symptom = symptom_from_alert(alert.labels, graph.knowledge)
+        source = "alert" if symptom else "auto"
+    else:
+        source = "given" if symptom else "auto"
+    if args.fixture:
+        fixture = _load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+        at = _at_arg(args.at, fixture)
+        if alert is not None and args.at is None and alert.starts_at is not None:
+            at = _at_arg(format_instant(alert.starts_at), fixture)
+        if symptom is None:
+            chosen, source = fixture_symptom(fixture, None, graph.knowledge)
+        else:
+            chosen = symptom
+        _render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
+        return EXIT_OK
+    now = time.time()
+    at = _live_moment(args.at, now, "--at")
+    if args.at is None and alert is not None and alert.starts_at is not None:
+        at = alert.starts_at
+    lookback = duration_arg(args.lookback, "--lookback")
+    step = duration_arg(args.step, "--step")
+    prometheus = prometheus_source(args)
+    frame, report = fetch_frame(prometheus, catalog(args), query_options(args), at, lookback, step)
+    diagnosis = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
+    diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
+    _render(diagnosis, args, out)
     return EXIT_OK
 
 
@@ -354,6 +469,126 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
+    """Causes with a required check whose every signal is blind, and those signals."""
+    out: dict[str, list[str]] = {}
+    for cid, cause in sorted(kb.causes.items()):
+        for entry in cause.requires:
+            members = entry.any if isinstance(entry, AnyOf) else (entry,)
+            signals = [s for m in members for s in m.signals()]
+            if signals and all(s in blind for s in signals):
+                out.setdefault(cid, []).extend(s for s in signals if s not in out.get(cid, []))
+    return out
+
+
+def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
+    kb = load_playbooks(args.playbooks)
+    prometheus = prometheus_source(args)
+    names = prometheus.metric_names()
+    resolutions = resolve(catalog(args), names)
+    blind = {name for name, r in resolutions.items() if r.blind}
+    unprovable = unprovable_causes(kb, blind)
+    deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
+    if args.format == "json":
+        payload = {
+            "server": prometheus.url,
+            "metric_names": len(names),
+            "signals": {
+                name: {
+                    "replica": r.replica.source if r.replica else None,
+                    "fleet": r.fleet.source if r.fleet else None,
+                    "blind": r.blind,
+                    "deprecated_in_use": list(r.deprecated_in_use),
+                }
+                for name, r in sorted(resolutions.items())
+            },
+            "unprovable_causes": unprovable,
+            "deprecated_in_use": deprecated,
+        }
+        out.write(json.dumps(payload, indent=2) + "\n")
+        return EXIT_OK
+    out.write(
+        f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
+        f"{len(resolutions)} signals resolved\n"
+    )
+    width = max(len(n) for n in resolutions)
+    for name, r in sorted(resolutions.items()):
+        if r.blind:
+            status = "BLIND"
+        else:
+            replica = r.replica.source if r.replica else "-"
+            fleet = r.fleet.source if r.fleet else "-"
+            status = f"replica: {replica}, fleet: {fleet}"
+        if r.deprecated_in_use:
+            status += f"  (deprecated names in use: {', '.join(r.deprecated_in_use)})"
+        out.write(f"  {name:<{width}}  {status}\n")
+    if unprovable:
+        out.write("causes left unprovable (a required check reads only blind signals):\n")
+        for cause, signals in unprovable.items():
+            out.write(f"  {cause}: needs {', '.join(signals)}\n")
+    else:
+        out.write("every cause can be proven from what this server has\n")
+    if deprecated:
+        out.write(f"deprecated metric names in use: {', '.join(deprecated)} (renamed in vLLM 0.9-0.11)\n")
+    return EXIT_OK
+
+
+def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
+    now = time.time()
+    start = _live_moment(args.start, now, "--start")
+    end = _live_moment(args.end, now, "--end")
+    if end <= start:
+        raise UsageError("--end must be after --start")
+    step = duration_arg(args.step, "--step")
+    if (end - start) / step > 11_000:
+        raise UsageError("--step: Prometheus answers at most 11,000 points per series; use a larger step")
+    kb = load_playbooks(args.playbooks)
+    symptom = _symptom_arg(args.symptom, kb)
+    prometheus = prometheus_source(args)
+    frame, report = fetch_frame(prometheus, catalog(args), query_options(args), end, end - start, step)
+    name = Path(args.output).stem
+    doc = frame_to_fixture(
+        frame,
+        name,
+        f"captured from {prometheus.url} at {format_instant(now)}",
+        symptom=symptom if symptom != AUTO else None,
+    )
+    try:
+        Path(args.output).write_text(dump_fixture(doc), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--output: cannot write {args.output}: {exc.strerror}") from None
+    blind = sorted(s for s, st in report.statuses.items() if st.blind)
+    out.write(
+        f"wrote {args.output}: {len(frame.series)} series of {len(frame.signals())} signals, "
+        f"{len(frame.times)} steps of {format_duration(step)}\n"
+    )
+    for signal, reason in sorted(report.problems().items()):
+        out.write(f"  unreadable: {signal}: {reason}\n")
+    if blind:
+        out.write(f"  blind: {', '.join(blind)}\n")
+    out.write("add an expect block to make it a regression test\n")
+    return EXIT_OK
+
+
+def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
+    text = render_rules(load_catalog(args.catalog), load_slo(args.slo), query_options(args))
+    if not args.output:
+        out.write(text)
+        return EXIT_OK
+    target = Path(args.output)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: {exc.strerror}") from None
+    count = sum(1 for line in text.splitlines() if line.lstrip().startswith(("- record:", "- alert:")))
+    sys.stderr.write(
+        f"triage: wrote {count} rules to {args.output} (check with: promtool check rules {args.output})\n"
+    )
+    return EXIT_OK
+
+
 def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
     directory = args.playbooks or default_playbook_dir()
     try:
@@ -384,19 +619,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_replay(args, out)
         if args.command == "test":
             return cmd_test(args, out)
+        if args.command == "signals" and args.signals_command == "check":
+            return cmd_signals_check(args, out)
+        if args.command == "capture":
+            return cmd_capture(args, out)
+        if args.command == "rules":
+            return cmd_rules(args, out)
         if args.command == "playbooks" and args.playbooks_command == "check":
             return cmd_playbooks_check(args, out)
-        if args.command == "playbooks":
-            parser.parse_args(["playbooks", "--help"])
+        if args.command in ("playbooks", "signals"):
+            parser.parse_args([args.command, "--help"])
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except (InputError, InputErrors) as exc:
         for line in str(exc).splitlines():
             sys.stderr.write(f"triage: {line}\n")
         return EXIT_USAGE
-    except UsageError as exc:
+    except (UsageError, SourceArgError) as exc:
         sys.stderr.write(f"triage: {exc}\n")
         return EXIT_USAGE
+    except SignalError as exc:
+        sys.stderr.write(f"triage: {exc}\n")
+        return EXIT_UNAVAILABLE
     except BrokenPipeError:
         sys.stderr.close()
         return EXIT_OK

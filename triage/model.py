@@ -132,6 +132,7 @@ class Diagnosis:
     symptom_visible: bool | None = None
     walked: tuple[CauseFinding, ...] = field(default=(), repr=False)
     layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    signal_problems: tuple[tuple[str, str], ...] = ()
 
     @property
     def top(self) -> CauseFinding | None:
@@ -149,6 +150,7 @@ class Diagnosis:
             "first_actions": [a.to_json() for a in self.first_actions],
             "forbidden": [f.to_json() for f in self.forbidden],
             "missing_signals": list(self.missing_signals),
+            "signal_problems": dict(self.signal_problems),
             "ruled_out": [
                 {"cause": c.cause, "status": c.status, "why": c.why_not}
                 for c in self.walked

@@ -542,5 +542,4 @@ def _explains_cycle(causes: Mapping[str, CauseSpec]) -> list[str]:
     return []
 
 
-
 __all__ = ["AnyOf", "CheckSpec", "Knowledge", "iter_checks", "load_knowledge"]

@@ -140,6 +140,10 @@ def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) ->
         line.append(f.action, style="bold red")
         line.append(f" — {f.reason}")
         console.print(line)
+    for signal, reason in d.signal_problems:
+        line = Text("UNREADABLE   ", style="bold yellow")
+        line.append(f"{signal}: {reason}")
+        console.print(line)
     if d.missing_signals:
         blind = Text("BLIND SPOTS  ", style="bold yellow")
         blind.append(", ".join(d.missing_signals) + " (missing: unknown, never healthy)")

@@ -149,10 +149,13 @@ def test_not_a_mapping(tmp_path: Path) -> None:
         load_fixture(write(tmp_path, "- just\n- a list\n"))
 
 
-def test_raw_level_is_refused_with_a_reason(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="raw exporter series"):
-        load_fixture(write(tmp_path, "level: raw\n" + GOOD))
-
+def test_raw_level_keeps_exporter_names(tmp_path: Path) -> None:
+    text = GOOD.replace("series: request_rate", "series: 'vllm:num_requests_running{model_name=\"m\"}'")
+    f = load_fixture(write(tmp_path, "level: raw\n" + text))
+    assert f.level == "raw"
+    assert "vllm:num_requests_running" in f.frame.signals()
+    with pytest.raises(InputError, match="unknown signal"):
+        load_fixture(write(tmp_path, text))
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):

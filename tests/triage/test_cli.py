@@ -256,3 +256,25 @@ def test_every_bad_fixture_is_one_located_line_and_exit_2(
     assert err.startswith(f"triage: {path}:"), err
     assert fragment in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_rules_to_stdout_and_to_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    assert main(["rules", "--selector", '{namespace="llm"}', "--replica-label", "pod"]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "\ngroups:" in text and "alert: TTFTP99High" in text and "alert: TPOTP99High" in text
+    assert 'namespace="llm"' in text and "by (pod" in text
+    target = tmp_path / "rules.yml"
+    assert main(["rules", "-o", str(target)]) == EXIT_OK
+    assert (
+        f"wrote 77 rules to {target}" in capsys.readouterr().err or target.read_text().count("- record:") > 0
+    )
+    promtool = shutil.which("promtool")
+    if promtool:
+        result = subprocess.run(
+            [promtool, "check", "rules", str(target)], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert main(["rules", "--replica-label", "9bad"]) == EXIT_USAGE
+    assert "--replica-label" in capsys.readouterr().err

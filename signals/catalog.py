@@ -1,0 +1,186 @@
+"""The signal catalog: vocabulary signal -> PromQL per exporter flavour, validated like the playbooks.
+
+The bundled `catalog.yaml` maps every signal to an ordered list of sources (vLLM V1 with
+the 0.9-0.11 renames folded in as `new or old`, vLLM V0, SGLang, the DCGM exporter,
+kube-state-metrics, a LiteLLM-style gateway). A user file can add sources of its own,
+which are tried first. Against a live server, `resolve` picks per signal and per view
+(replica, fleet) the first source whose metrics exist, and reports what is blind and
+which deprecated names are still in use.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from signals.errors import InputError, InputErrors
+from signals.vocabulary import SIGNALS, suggest
+from signals.yamldoc import Document, read_yaml
+
+BUNDLED = Path(__file__).resolve().parent / "catalog.yaml"
+PLACEHOLDERS = frozenset({"replica", "sel", "window"})
+DEFAULT_WINDOW = "5m"
+_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+class SourceSpec(BaseModel):
+    """One way to compute a signal: the metrics it needs and its per-replica and fleet queries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1)
+    requires: tuple[str, ...] = ()
+    requires_any: tuple[str, ...] = ()
+    deprecated: tuple[str, ...] = ()
+    replica: str | None = None
+    fleet: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> SourceSpec:
+        if not self.requires and not self.requires_any:
+            raise ValueError("a source needs requires or requires_any: the metrics that must exist")
+        if self.replica is None and self.fleet is None:
+            raise ValueError("a source needs a replica query, a fleet query, or both")
+        for name in (*self.requires, *self.requires_any, *self.deprecated):
+            if not _NAME.match(name):
+                raise ValueError(f"'{name}' is not a metric name")
+        for query in (self.replica, self.fleet):
+            if query is None:
+                continue
+            for _, named, braced, invalid in string.Template.pattern.findall(query):
+                name = named or braced
+                if invalid:
+                    raise ValueError("a lone $ in a query: write $$ for a literal dollar (as in $$1)")
+                if name and name not in PLACEHOLDERS:
+                    raise ValueError(f"unknown placeholder ${name}; use $replica, $sel or $window")
+        if self.replica is not None and "$replica" not in self.replica:
+            raise ValueError("a replica query must group by $replica")
+        return self
+
+    def applies(self, names: set[str]) -> bool:
+        if self.requires and not all(n in names for n in self.requires):
+            return False
+        return not self.requires_any or any(n in names for n in self.requires_any)
+
+
+class CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int
+    signals: dict[str, tuple[SourceSpec, ...]]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Sources per signal, user sources first."""
+
+    sources: Mapping[str, tuple[SourceSpec, ...]]
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What one signal resolved to on a server: the chosen sources per view, or blindness."""
+
+    signal: str
+    replica: SourceSpec | None
+    fleet: SourceSpec | None
+    deprecated_in_use: tuple[str, ...] = ()
+
+    @property
+    def blind(self) -> bool:
+        return self.replica is None and self.fleet is None
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """How templates are filled: the replica label, the user's selector, the rate window."""
+
+    replica_label: str = "instance"
+    selector: str = ""
+    window: str = DEFAULT_WINDOW
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+def _validate(doc: Document) -> CatalogFile:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise InputErrors([doc.error((), "a catalog is a mapping with schema_version: 1 and signals")])
+    if data.get("schema_version") != 1:
+        raise InputErrors([doc.error(("schema_version",), "expected schema_version: 1")])
+    problems = [doc.error(("signals", name), f"unknown signal '{name}'{suggest(str(name))}")
+                for name in (data.get("signals") or {}) if name not in SIGNALS]
+    try:
+        parsed = CatalogFile.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            path = tuple(err["loc"])
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = "unknown key"
+            problems.append(doc.error(path, message))
+        raise InputErrors(problems) from None
+    if problems:
+        raise InputErrors(problems)
+    return parsed
+
+
+def load_catalog(extra: Iterable[str] = ()) -> Catalog:
+    """The bundled catalog with user files on top (their sources are tried first)."""
+    files = [str(BUNDLED), *extra]
+    merged: dict[str, tuple[SourceSpec, ...]] = {name: () for name in SIGNALS}
+    problems: list[InputError] = []
+    for path in files:
+        try:
+            parsed = _validate(read_yaml(path))
+        except InputErrors as exc:
+            problems.extend(exc.problems)
+            continue
+        except InputError as exc:
+            problems.append(exc)
+            continue
+        for name, sources in parsed.signals.items():
+            merged[name] = (*sources, *merged[name]) if path != str(BUNDLED) else (*merged[name], *sources)
+    if problems:
+        raise InputErrors(problems)
+    return Catalog(merged, tuple(files))
+
+
+def normalise_selector(selector: str) -> str:
+    """`{namespace="llm"}` or `namespace="llm"` -> `namespace="llm"`; ValueError if unbalanced."""
+    text = selector.strip()
+    if text.startswith("{"):
+        if not text.endswith("}"):
+            raise ValueError("a selector in braces must end with }")
+        text = text[1:-1].strip()
+    if text.count('"') % 2:
+        raise ValueError("unbalanced quotes in the selector")
+    if "{" in text or "}" in text:
+        raise ValueError('a selector holds label matchers only, like {namespace="llm"}')
+    return text.rstrip(",")
+
+
+def render(template: str, options: QueryOptions) -> str:
+    """Fill a query template; empty selectors leave no stray commas."""
+    text = string.Template(template).substitute(
+        replica=options.replica_label, sel=options.selector, window=options.window
+    )
+    return text.replace("{,", "{").replace(",}", "}")
+
+
+def resolve(catalog: Catalog, names: set[str]) -> dict[str, Resolution]:
+    """Per signal, the first applicable source for each view, and the deprecated names in use."""
+    out: dict[str, Resolution] = {}
+    for signal in SIGNALS:
+        applicable = [s for s in catalog.sources.get(signal, ()) if s.applies(names)]
+        replica = next((s for s in applicable if s.replica is not None), None)
+        fleet = next((s for s in applicable if s.fleet is not None), None)
+        used = {s for s in (replica, fleet) if s is not None}
+        deprecated = tuple(sorted({n for s in used for n in s.deprecated if n in names}))
+        out[signal] = Resolution(signal, replica, fleet, deprecated)
+    return out

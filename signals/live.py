@@ -1,0 +1,158 @@
+"""A SignalFrame from a live Prometheus: resolve the catalog, fetch every signal in one round.
+
+One request asks which metric names exist; the catalog then resolves each signal to a
+source per view; every query of the round runs concurrently as a range query over the
+baseline and incident windows, within one deadline. A signal whose query fails is left
+out of the frame (so the diagnosis lists it as missing, never as zero) and its one-line
+reason is kept in the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from signals.catalog import Catalog, QueryOptions, Resolution, render, resolve
+from signals.errors import SignalError
+from signals.frame import Series, SignalFrame, labels_of
+from signals.prometheus import PrometheusSource, QueryResult
+from signals.timeparse import format_instant
+from signals.vocabulary import REPLICA_LABEL, SIGNALS
+
+
+@dataclass(frozen=True)
+class SignalStatus:
+    """What became of one signal in a fetch: its sources, or why it is missing."""
+
+    signal: str
+    replica_source: str | None
+    fleet_source: str | None
+    series: int = 0
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    deprecated_in_use: tuple[str, ...] = ()
+
+    @property
+    def blind(self) -> bool:
+        return self.replica_source is None and self.fleet_source is None
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    """Everything a fetch round learned, for the CLI, the diagnosis notes and the benchmark."""
+
+    server: str
+    statuses: dict[str, SignalStatus]
+    queries: dict[str, str] = field(default_factory=dict)
+    http_requests: int = 0
+
+    def problems(self) -> dict[str, str]:
+        """Signal -> one-line reason, for signals that were resolved but could not be read."""
+        return {s.signal: "; ".join(s.problems) for s in self.statuses.values() if s.problems}
+
+
+def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, str]:
+    """`signal/replica` and `signal/fleet` -> PromQL, for every resolved view."""
+    queries: dict[str, str] = {}
+    for name, res in resolutions.items():
+        if res.replica is not None and res.replica.replica is not None:
+            queries[f"{name}/replica"] = render(res.replica.replica, options)
+        if res.fleet is not None and res.fleet.fleet is not None:
+            queries[f"{name}/fleet"] = render(res.fleet.fleet, options)
+    return queries
+
+
+def _place(times: np.ndarray, values: np.ndarray, grid: np.ndarray, step: float) -> np.ndarray:
+    out = np.full(len(grid), np.nan)
+    if len(times) == 0:
+        return out
+    index = np.rint((times - grid[0]) / step).astype(np.int64)
+    keep = (index >= 0) & (index < len(grid))
+    out[index[keep]] = values[keep]
+    return out
+
+
+def frame_from_results(
+    results: dict[str, QueryResult], grid: np.ndarray, step: float, replica_label: str, source: str
+) -> tuple[SignalFrame, dict[str, list[str]]]:
+    """Series on the grid, the replica label renamed to `instance`; problems per signal."""
+    series: list[Series] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    problems: dict[str, list[str]] = {}
+    for key in sorted(results):
+        signal, view = key.rsplit("/", 1)
+        result = results[key]
+        if result.error:
+            problems.setdefault(signal, []).append(f"{view}: {result.error}")
+            continue
+        for labels, times, values in result.series:
+            labels = {k: v for k, v in labels.items() if k != "__name__"}
+            if view == "replica":
+                name = labels.pop(replica_label, None)
+                if name is None:
+                    continue
+                labels.pop(REPLICA_LABEL, None)
+                labels[REPLICA_LABEL] = name
+            else:
+                labels.pop(REPLICA_LABEL, None)
+                labels.pop(replica_label, None)
+            canonical = labels_of(labels)
+            if (signal, canonical) in seen:
+                continue
+            seen.add((signal, canonical))
+            placed = _place(
+                np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step
+            )
+            placed[~np.isfinite(placed)] = np.nan
+            series.append(Series(signal, canonical, placed))
+    return SignalFrame(grid, series, source=source), problems
+
+
+def fetch_frame(
+    prometheus: PrometheusSource,
+    catalog: Catalog,
+    options: QueryOptions,
+    at: float,
+    lookback: float,
+    step: float,
+) -> tuple[SignalFrame, FetchReport]:
+    """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read."""
+    names = prometheus.metric_names()
+    resolutions = resolve(catalog, names)
+    queries = build_queries(resolutions, options)
+    if not queries:
+        raise SignalError(
+            f"{prometheus.url}: none of the catalog's metrics exist there "
+            f"({len(names)} metric names); check the URL and the selector"
+        )
+    start = at - lookback
+    grid = start + step * np.arange(round(lookback / step) + 1, dtype=np.float64)
+    results = prometheus.range_queries(queries, start, at, step)
+    if all(r.error for r in results.values()):
+        first = next(iter(results.values()))
+        raise SignalError(f"{prometheus.url}: no query could be answered ({first.error})")
+    frame, problems = frame_from_results(results, grid, step, options.replica_label, prometheus.url)
+    if not frame.signals():
+        scope = f" matching {{{options.selector}}}" if options.selector else ""
+        raise SignalError(f"{prometheus.url}: the queries answered, but no series{scope} holds a sample "
+                          f"between {format_instant(start)} and {format_instant(at)}")
+    statuses: dict[str, SignalStatus] = {}
+    for name in SIGNALS:
+        res = resolutions[name]
+        warnings = tuple(
+            w
+            for view in ("replica", "fleet")
+            for w in (results[f"{name}/{view}"].warnings if f"{name}/{view}" in results else [])
+        )
+        statuses[name] = SignalStatus(
+            signal=name,
+            replica_source=res.replica.source if res.replica else None,
+            fleet_source=res.fleet.source if res.fleet else None,
+            series=len(frame.rows(name)),
+            problems=tuple(problems.get(name, [])),
+            warnings=warnings,
+            deprecated_in_use=res.deprecated_in_use,
+        )
+    requests = 1 + sum(r.http_requests for r in results.values())
+    return frame, FetchReport(prometheus.url, statuses, queries, requests)

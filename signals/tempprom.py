@@ -1,0 +1,345 @@
+"""A temporary, real Prometheus fed with backfilled data.
+
+Raw replay (a fixture of exporter series such as `vllm:num_requests_running`) and the
+integration tests both need the *real* PromQL engine: `rate` over counter resets,
+`histogram_quantile` over `le` buckets and the 5-minute lookback are too subtle to
+re-implement. So the series are written as OpenMetrics text, turned into TSDB blocks
+by `promtool tsdb create-blocks-from openmetrics`, and served by a `prometheus`
+process on a free loopback port with no scrape targets, from a private temporary
+directory that is removed on exit whatever happened.
+
+Everything here is a `SignalError` when it fails, with what to install or the last
+lines of the process log, because the person reading it is replaying an incident,
+not debugging Prometheus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+import numpy.typing as npt
+
+from signals.errors import SignalError
+
+_LOG = logging.getLogger(__name__)
+
+OpenMetricsSeries = tuple[str, Mapping[str, str], Sequence[float] | npt.NDArray[np.float64], float, float]
+"""(metric name, labels, values with NaN for "no sample", start epoch seconds, step seconds).
+
+Values may be a list or a float64 array (a `SignalFrame` row), so frames need no copy.
+"""
+
+MISSING_BINARIES = "prometheus/promtool not found: install the Debian package `prometheus`"
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_LOG_TAIL_LINES = 15
+
+
+class PrometheusNotInstalled(SignalError):
+    """`prometheus` or `promtool` is not on PATH; the message names the package to install."""
+
+    def __init__(self) -> None:
+        super().__init__(MISSING_BINARIES)
+
+
+class TemporaryPrometheusError(SignalError):
+    """Backfilling or starting the temporary Prometheus failed; the message carries the log tail."""
+
+
+def find_binaries() -> tuple[str, str]:
+    """The paths of `prometheus` and `promtool`, or `PrometheusNotInstalled`.
+
+    Looked up on PATH at call time (not import time) so a missing install is reported
+    when raw replay is asked for, and tests can hide the binaries with PATH.
+    """
+    prometheus = shutil.which("prometheus")
+    promtool = shutil.which("promtool")
+    if prometheus is None or promtool is None:
+        raise PrometheusNotInstalled()
+    return prometheus, promtool
+
+
+def _escape_label_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _format_timestamp(seconds: float) -> str:
+    """Seconds with exactly millisecond precision, the TSDB's resolution.
+
+    Going through integer milliseconds avoids `1760000000.1` being written with float
+    noise and landing one millisecond off after promtool multiplies by 1000.
+    """
+    millis = round(seconds * 1000)
+    whole, frac = divmod(millis, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}"
+
+
+def _format_value(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def to_openmetrics(series: Iterable[OpenMetricsSeries]) -> str:
+    """Series on a regular grid as OpenMetrics text that `promtool ... openmetrics` accepts.
+
+    What promtool 2.42 was checked to do, and why it is written this way:
+    - every family is declared `# TYPE <name> unknown`, the sample name itself being the
+      family name. That is valid OpenMetrics for any name, including colons
+      (`vllm:num_requests_running`) and `_total`/`_bucket`/`_count` suffixes, whose real
+      type a raw dump does not always tell; promtool 2.42 happens to accept
+      `counter`/`histogram` or no TYPE as well, and PromQL ignores the type anyway.
+    - each family's lines are contiguous (OpenMetrics forbids interleaving families)
+      and in timestamp order. Order matters: promtool *silently drops* a sample older
+      than the previous one of its series, so an unsorted dump loses data without error.
+    - timestamps are seconds; NaN means "no sample" and is skipped, so gaps stay gaps;
+      ±Inf is written `+Inf`/`-Inf`; label values escape `\\`, `"` and newlines.
+    - the text ends with `# EOF`, which OpenMetrics requires.
+
+    Raises `ValueError` for an invalid metric or label name, a non-positive step, or
+    the same series given twice (it would be rejected as duplicate samples).
+    """
+    families: dict[str, list[tuple[int, int, str]]] = {}
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for index, (name, labels, values, start, step) in enumerate(series):
+        if not _METRIC_NAME.match(name):
+            raise ValueError(f"invalid metric name {name!r}")
+        if not (step > 0 and math.isfinite(step)):
+            raise ValueError(f"{name}: step must be a positive number of seconds, got {step!r}")
+        for label in labels:
+            if not _LABEL_NAME.match(label) or label.startswith("__"):
+                raise ValueError(f"{name}: invalid label name {label!r}")
+        key = (name, tuple(sorted(labels.items())))
+        if key in seen:
+            raise ValueError(f"{name}{dict(labels)}: the same series is given twice")
+        seen.add(key)
+        rendered = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(labels.items()))
+        selector = f"{name}{{{rendered}}}" if rendered else name
+        lines = families.setdefault(name, [])
+        for i, value in enumerate(map(float, values)):
+            if math.isnan(value):
+                continue
+            millis = round((start + i * step) * 1000)
+            lines.append(
+                (millis, index, f"{selector} {_format_value(value)} {_format_timestamp(millis / 1000)}")
+            )
+    out: list[str] = []
+    for name, samples in families.items():
+        out.append(f"# TYPE {name} unknown")
+        out.extend(line for _, _, line in sorted(samples))
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The log lines that explain a failure: its `level=error` lines if any, else its last lines.
+
+    Prometheus logs a dozen shutdown lines after the one error that matters.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    all_lines = text.strip().splitlines()
+    errors = [line for line in all_lines if "level=error" in line]
+    return "\n".join((errors or all_lines)[-lines:]) or "(empty log)"
+
+
+class TemporaryPrometheus:
+    """A real Prometheus over backfilled data, for one `with` block.
+
+    `openmetrics` is the text from `to_openmetrics` (or None for an empty server);
+    `rule_files` are passed in the config as given. On enter: a temp dir, promtool
+    backfill, then `prometheus` on a free 127.0.0.1 port, waiting for `/-/ready` at most
+    `startup_timeout` seconds. On exit (also when entering fails): SIGTERM, SIGKILL after
+    `stop_timeout`, and the temp dir removed.
+
+    Retention is 100y because Prometheus deletes blocks older than its retention at
+    start, and recorded incidents are old. The port is found by binding port 0 and
+    releasing it; if another process grabs it first, start is retried on a new port.
+    """
+
+    def __init__(
+        self,
+        openmetrics: str | None = None,
+        *,
+        rule_files: Sequence[str | os.PathLike[str]] = (),
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self._openmetrics = openmetrics
+        self._rule_files = [str(Path(p).resolve()) for p in rule_files]
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._dir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:PORT`, without a trailing slash; only while running."""
+        if self._url is None:
+            raise RuntimeError("TemporaryPrometheus is not running")
+        return self._url
+
+    @property
+    def directory(self) -> Path:
+        """The private temp dir (data, config, log); only while running."""
+        if self._dir is None:
+            raise RuntimeError("TemporaryPrometheus is not running")
+        return self._dir
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def __enter__(self) -> TemporaryPrometheus:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Backfill and start; on any failure everything started so far is undone."""
+        prometheus, promtool = find_binaries()
+        self._dir = Path(tempfile.mkdtemp(prefix="llm-triage-prom-"))
+        try:
+            data = self._dir / "data"
+            data.mkdir()
+            if self._openmetrics is not None and self._openmetrics.strip() not in ("", "# EOF"):
+                self._backfill(promtool, data)
+            config = self._dir / "prometheus.yml"
+            config.write_text(self._config(), encoding="utf-8")
+            for attempt in range(3):
+                if self._launch(prometheus, config, data, last_attempt=attempt == 2):
+                    return
+        except BaseException:
+            self.stop()
+            raise
+
+    def _config(self) -> str:
+        lines = ["global:", "  scrape_interval: 1m", "  evaluation_interval: 1m", "scrape_configs: []"]
+        if self._rule_files:
+            lines.append("rule_files:")
+            lines.extend(f"  - {_yaml_quote(path)}" for path in self._rule_files)
+        return "\n".join(lines) + "\n"
+
+    def _backfill(self, promtool: str, data: Path) -> None:
+        assert self._dir is not None and self._openmetrics is not None
+        source = self._dir / "series.om"
+        source.write_text(self._openmetrics, encoding="utf-8")
+        log = self._dir / "promtool.log"
+        try:
+            with log.open("wb") as out:
+                result = subprocess.run(
+                    [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(self._startup_timeout, 60.0),
+                    check=False,
+                )
+        except subprocess.TimeoutExpired as exc:
+            raise TemporaryPrometheusError(f"promtool backfill timed out:\n{_tail(log)}") from exc
+        if result.returncode != 0:
+            raise TemporaryPrometheusError(
+                f"promtool tsdb create-blocks-from openmetrics failed (exit {result.returncode}):\n"
+                f"{_tail(log)}"
+            )
+
+    def _launch(self, prometheus: str, config: Path, data: Path, *, last_attempt: bool) -> bool:
+        """Start once; False when the port was taken meanwhile and another try makes sense."""
+        assert self._dir is not None
+        port = _free_loopback_port()
+        log = self._dir / "prometheus.log"
+        args = [
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        with log.open("wb") as out:
+            self._process = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                tail = _tail(log)
+                self._process = None
+                if "address already in use" in tail and not last_attempt:
+                    return False
+                raise TemporaryPrometheusError(f"prometheus exited at start (exit {code}):\n{tail}")
+            if _is_ready(url):
+                self._url = url
+                _LOG.debug("temporary prometheus ready at %s (data in %s)", url, self._dir)
+                return True
+            time.sleep(0.05)
+        raise TemporaryPrometheusError(
+            f"prometheus not ready after {self._startup_timeout:g}s on {url}:\n{_tail(log)}"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after `stop_timeout`; then remove the temp dir. Idempotent."""
+        process, self._process, self._url = self._process, None, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self._stop_timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                process.wait(timeout=self._stop_timeout)
+        directory, self._dir = self._dir, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _is_ready(url: str) -> bool:
+    """One readiness probe; never through an `http_proxy` from the environment (it is loopback)."""
+    try:
+        with _NO_PROXY_OPENER.open(f"{url}/-/ready", timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _yaml_quote(text: str) -> str:
+    """A YAML double-quoted scalar, so paths with `:` or `#` survive the config file."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

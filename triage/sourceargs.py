@@ -1,0 +1,125 @@
+"""Command-line options for a live Prometheus source, shared by diagnose, signals check and capture.
+
+Secrets come from flags, files or the environment (`TRIAGE_PROMETHEUS_TOKEN`), never
+echoed back; a file is preferred because flags show up in `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from signals.prometheus import PrometheusSource
+
+from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
+from signals.timeparse import parse_duration
+
+TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
+
+
+class SourceArgError(Exception):
+    """A live-source option that cannot be used; the CLI prints it and exits 2."""
+
+
+def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    group = parser.add_argument_group(
+        "live signals (any Prometheus-compatible API: Prometheus, Thanos, Mimir)"
+    )
+    group.add_argument(
+        "--prometheus", metavar="URL", required=required, help="base URL, e.g. http://prometheus:9090"
+    )
+    group.add_argument(
+        "--selector",
+        metavar="S",
+        default="",
+        help="label matchers for every query, e.g. '{namespace=\"llm\"}'",
+    )
+    group.add_argument(
+        "--replica-label",
+        metavar="L",
+        default="instance",
+        help="label that names a replica (default instance; pod is common)",
+    )
+    group.add_argument(
+        "--catalog",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="extra signal catalog file(s); their sources are tried first",
+    )
+    group.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=5.0,
+        help="deadline for the whole fetch round (default 5)",
+    )
+    group.add_argument("--token-file", metavar="FILE", help=f"bearer token file (or ${TOKEN_ENV})")
+    group.add_argument("--basic-auth-file", metavar="FILE", help="a file holding user:password")
+    group.add_argument("--header", metavar="'K: V'", action="append", default=[], help="extra HTTP header")
+    group.add_argument("--ca-file", metavar="FILE", help="CA bundle for TLS")
+    group.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (warned)")
+
+
+def _read_secret(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SourceArgError(f"--{what}: cannot read {path}: {exc.strerror}") from None
+
+
+def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
+    """The source the options describe; SourceArgError for a value that cannot work."""
+    url = str(args.prometheus or "")
+    if not url.startswith(("http://", "https://")):
+        raise SourceArgError(f"--prometheus: '{url}' is not an http:// or https:// URL")
+    if args.timeout <= 0:
+        raise SourceArgError("--timeout: must be more than zero seconds")
+    token = _read_secret(args.token_file, "token-file") if args.token_file else os.environ.get(TOKEN_ENV)
+    basic: tuple[str, str] | None = None
+    if args.basic_auth_file:
+        user, sep, password = _read_secret(args.basic_auth_file, "basic-auth-file").partition(":")
+        if not sep:
+            raise SourceArgError("--basic-auth-file: expected user:password")
+        basic = (user, password)
+    headers: dict[str, str] = {}
+    for raw in args.header:
+        key, sep, value = raw.partition(":")
+        if not sep or not key.strip():
+            raise SourceArgError(f"--header: expected 'Name: value', got '{raw}'")
+        headers[key.strip()] = value.strip()
+    return PrometheusSource(
+        url.rstrip("/"),
+        timeout=args.timeout,
+        bearer_token=token or None,
+        basic_auth=basic,
+        headers=headers or None,
+        ca_bundle=args.ca_file,
+        verify=not args.insecure,
+    )
+
+
+def query_options(args: argparse.Namespace) -> QueryOptions:
+    try:
+        selector = normalise_selector(args.selector or "")
+    except ValueError as exc:
+        raise SourceArgError(f"--selector: {exc}") from None
+    label = args.replica_label
+    if not label or not label.replace("_", "a").isalnum() or label[0].isdigit():
+        raise SourceArgError(f"--replica-label: '{label}' is not a label name")
+    return QueryOptions(replica_label=label, selector=selector)
+
+
+def catalog(args: argparse.Namespace) -> Catalog:
+    return load_catalog(args.catalog)
+
+
+def duration_arg(value: str, flag: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise SourceArgError(f"{flag}: {exc}") from None
+    if seconds <= 0:
+        raise SourceArgError(f"{flag}: must be longer than zero")
+    return seconds
