@@ -10,9 +10,8 @@ import argparse
 import os
 from pathlib import Path
 
-from signals.prometheus import PrometheusSource
-
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
+from signals.prometheus import PrometheusSource
 from signals.timeparse import parse_duration
 
 TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
