@@ -26,7 +26,7 @@ def replay_raw(
     """The fixture with its raw series turned into signals by a temporary Prometheus."""
     frame = fixture.frame
     text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
-    with TemporaryPrometheus(text) as prometheus:
+    with TemporaryPrometheus(text, lookback_delta=2 * frame.step) as prometheus:
         source = PrometheusSource(prometheus.url, timeout=REPLAY_TIMEOUT)
         signals, report = fetch_frame(
             source,

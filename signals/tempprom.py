@@ -190,8 +190,10 @@ class TemporaryPrometheus:
         rule_files: Sequence[str | os.PathLike[str]] = (),
         startup_timeout: float = 30.0,
         stop_timeout: float = 10.0,
+        lookback_delta: float | None = None,
     ) -> None:
         self._openmetrics = openmetrics
+        self._lookback_delta = lookback_delta
         self._rule_files = [str(Path(p).resolve()) for p in rule_files]
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
@@ -288,6 +290,10 @@ class TemporaryPrometheus:
             "--storage.tsdb.retention.time=100y",
             f"--web.listen-address=127.0.0.1:{port}",
         ]
+        if self._lookback_delta is not None:
+            # Backfilled blocks carry no staleness markers; a short lookback makes a series
+            # that stopped disappear about when a live Prometheus would have marked it stale.
+            args.append(f"--query.lookback-delta={max(1, round(self._lookback_delta))}s")
         with log.open("wb") as out:
             self._process = subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True

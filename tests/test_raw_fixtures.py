@@ -1,0 +1,320 @@
+"""Raw fixtures (`level: raw`) replay through a real Prometheus and the catalog to their twin's answer.
+
+Every `level: raw` fixture in fixtures/ holds exporter series (vLLM, SGLang, DCGM,
+kube-state-metrics). `signals.rawreplay.replay_raw` backfills them into a temporary
+Prometheus and evaluates the signal catalog's PromQL on them; the resulting signal frame
+is diagnosed like any other. A raw fixture named `X-raw` has a signal-level twin `X`
+(written from the same Fleet by tools/incidents_raw.py): the raw replay must satisfy the
+shared expect block, reach the twin's top cause, and produce the signals the catalog
+promises for the exporters present, at values close to the twin's.
+
+The generator's invariants (monotone counters, cumulative buckets, +Inf = _count) are
+checked without Prometheus; everything else needs `prometheus` and `promtool` and is
+skipped loudly when they are missing (a failure under CI=true).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from promserver import require_prometheus_binaries
+
+from signals.catalog import load_catalog
+from signals.fixture import Fixture, load_fixture
+from signals.live import FetchReport
+from signals.rawreplay import replay_raw
+from triage.graph import TriageGraph
+from triage.model import Diagnosis
+from triage.replay import check_expect, fixture_symptom
+from triage.sources import load_graph
+from triage.walk import diagnose
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))
+_RAW_LEVEL = re.compile(r"^level:\s*['\"]?raw['\"]?\s*(#.*)?$", re.MULTILINE)
+RAW = [p for p in FIXTURES if _RAW_LEVEL.search(p.read_text(encoding="utf-8"))]
+IDS = [p.stem for p in RAW]
+
+# What the catalog must produce from each exporter family (reference/metrics.md, catalog.yaml).
+ENGINE_SIGNALS = (
+    "ttft_p99_seconds",
+    "ttft_p50_seconds",
+    "tpot_p99_seconds",
+    "tpot_p50_seconds",
+    "e2e_p99_seconds",
+    "request_rate",
+    "error_ratio",
+    "queue_waiting",
+    "requests_running",
+    "queue_time_p99_seconds",
+    "prefix_hit_ratio",
+    "prompt_tokens_rate",
+    "generation_tokens_rate",
+    "kv_usage_ratio",
+    "preemption_rate",
+)
+EXPECTED = {
+    "vllm": (
+        *ENGINE_SIGNALS,
+        "truncated_ratio",
+        "prompt_tokens_p95",
+        "output_tokens_p95",
+        "prefill_time_p99_seconds",
+    ),
+    "sglang": ENGINE_SIGNALS,
+    "dcgm": (
+        "gpu_memory_used_ratio",
+        "gpu_util_ratio",
+        "gpu_temp_celsius",
+        "gpu_power_watts",
+        "gpu_throttle",
+        "gpu_xid",
+        "gpu_ecc_errors",
+    ),
+    "kube": ("replicas_ready", "replicas_desired", "restarts"),
+}
+# Signals whose fleet value must land within 30% of the twin's at `at`. Not compared:
+# counts of a few requests (queue_waiting), ratios near zero, and the vLLM queue/prefill
+# P99s whose real first bucket edge (0.3 s) lies above the twin's healthy values.
+COMPARED = {
+    "vllm": (
+        "ttft_p99_seconds",
+        "tpot_p99_seconds",
+        "request_rate",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "kv_usage_ratio",
+        "prefix_hit_ratio",
+        "requests_running",
+        "prompt_tokens_p95",
+        "output_tokens_p95",
+    ),
+    "sglang": (
+        "ttft_p99_seconds",
+        "tpot_p99_seconds",
+        "request_rate",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "kv_usage_ratio",
+        "prefix_hit_ratio",
+        "requests_running",
+    ),
+    "dcgm": ("gpu_memory_used_ratio", "gpu_util_ratio", "gpu_temp_celsius", "gpu_power_watts"),
+    "kube": ("replicas_ready", "replicas_desired"),
+}
+DEPRECATED_IN_MIXED = {
+    "kv_usage_ratio": "vllm:gpu_cache_usage_perc",
+    "tpot_p99_seconds": "vllm:time_per_output_token_seconds_bucket",
+    "prefix_hit_ratio": "vllm:gpu_prefix_cache_queries_total",
+}
+TOLERANCE = 0.30
+
+
+def flavours(fixture: Fixture) -> set[str]:
+    """Which exporter families a raw fixture holds, from its metric names."""
+    names = set(fixture.frame.signals())
+    found = set()
+    if any(n.startswith("vllm:") for n in names):
+        found.add("vllm")
+        if "vllm:gpu_cache_usage_perc" in names or "vllm:time_per_output_token_seconds_bucket" in names:
+            found.add("vllm-mixed")
+    if any(n.startswith("sglang:") for n in names):
+        found.add("sglang")
+    if any(n.startswith("DCGM_") for n in names):
+        found.add("dcgm")
+    if any(n.startswith("kube_") for n in names):
+        found.add("kube")
+    return found
+
+
+def twin_path(path: Path) -> Path | None:
+    if not path.stem.endswith("-raw"):
+        return None
+    twin = path.with_name(path.stem.removesuffix("-raw") + ".yaml")
+    return twin if twin.exists() else None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    raw: Fixture
+    signals: Fixture
+    report: FetchReport
+    diagnosis: Diagnosis
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def triage_graph() -> TriageGraph:
+    return load_graph()
+
+
+@pytest.fixture(scope="module")
+def replayed(triage_graph: TriageGraph) -> Callable[[Path], Replayed]:
+    """Replay and diagnose each raw fixture once for all the tests of this module."""
+    cache: dict[Path, Replayed] = {}
+    catalog = load_catalog()
+
+    def get(path: Path) -> Replayed:
+        require_prometheus_binaries()
+        if path not in cache:
+            raw = load_fixture(str(path))
+            assert raw.level == "raw"
+            started = time.monotonic()
+            signals, report = replay_raw(raw, catalog)
+            seconds = time.monotonic() - started
+            symptom, source = fixture_symptom(signals, None, triage_graph.knowledge)
+            diagnosis = diagnose(triage_graph, signals.frame, symptom, signals.at, source=source)
+            cache[path] = Replayed(raw, signals, report, diagnosis, seconds)
+        return cache[path]
+
+    return get
+
+
+def diagnose_twin(graph: TriageGraph, twin: Fixture) -> Diagnosis:
+    symptom, source = fixture_symptom(twin, None, graph.knowledge)
+    return diagnose(graph, twin.frame, symptom, twin.at, source=source)
+
+
+def near_at(fixture: Fixture, signal: str, steps: int = 5) -> float:
+    """The fleet view's median over the last few steps up to `at` (NaN when none)."""
+    frame = fixture.frame
+    i = frame.position(fixture.at)
+    window = frame.fleet(signal)[max(0, i - steps + 1) : i + 1]
+    window = window[np.isfinite(window)]
+    return float(np.median(window)) if window.size else float("nan")
+
+
+# ------------------------------------------------------------------ without Prometheus
+
+
+def test_the_bundled_raw_fixtures_cover_every_exporter_flavour() -> None:
+    assert len(RAW) >= 4, [p.name for p in RAW]
+    covered: set[str] = set()
+    for path in RAW:
+        fixture = load_fixture(str(path))
+        assert fixture.level == "raw"
+        assert fixture.expect is not None, f"{path.name} has no expect block"
+        covered |= flavours(fixture)
+        twin = twin_path(path)
+        if twin is not None:
+            assert load_fixture(str(twin)).expect == fixture.expect, (
+                f"{path.name}: expect differs from its twin"
+            )
+    assert {"vllm", "vllm-mixed", "sglang", "dcgm", "kube"} <= covered, covered
+
+
+_BASE = re.compile(r"(_bucket|_count|_sum|_created)$")
+
+
+@pytest.mark.parametrize("path", RAW, ids=IDS)
+def test_raw_series_are_what_exporters_expose(path: Path) -> None:
+    """Counters never go down except to restart near zero; histograms are cumulative with +Inf = _count."""
+    fixture = load_fixture(str(path))
+    by_name: dict[str, list[tuple[dict[str, str], np.ndarray]]] = {}
+    for s in fixture.frame.series:
+        by_name.setdefault(s.signal, []).append((s.label_map, s.values))
+    for name, rows in by_name.items():
+        if not (name.endswith(("_total", "_bucket", "_count")) or name.startswith("DCGM_FI_DEV_ECC")):
+            continue
+        for labels, values in rows:
+            finite = values[np.isfinite(values)]
+            drops = np.flatnonzero(np.diff(finite) < 0)
+            for d in drops:  # a reset starts again from (near) zero
+                assert finite[d + 1] <= 0.05 * max(finite[d], 1.0), f"{name}{labels} goes down at {d}"
+            assert np.all(finite == np.round(finite)), f"{name}{labels}: a counter of events is an integer"
+    for name, rows in by_name.items():
+        if not name.endswith("_bucket"):
+            continue
+        base = _BASE.sub("", name)
+        groups: dict[tuple[tuple[str, str], ...], list[tuple[float, np.ndarray]]] = {}
+        for labels, values in rows:
+            le = labels.pop("le")
+            groups.setdefault(tuple(sorted(labels.items())), []).append((float(le), values))
+        counts = {tuple(sorted(lab.items())): v for lab, v in by_name.get(f"{base}_count", [])}
+        for key, buckets in groups.items():
+            buckets.sort(key=lambda b: b[0])
+            assert buckets[-1][0] == float("inf"), f"{base}{dict(key)} has no +Inf bucket"
+            stack = np.vstack([b[1] for b in buckets])
+            ok = np.all(np.isfinite(stack), axis=0)
+            assert np.all(np.diff(stack[:, ok], axis=0) >= 0), f"{base}{dict(key)}: buckets not cumulative"
+            assert key in counts, f"{base}{dict(key)} has no _count"
+            np.testing.assert_array_equal(stack[-1][ok], counts[key][ok])
+
+
+# ------------------------------------------------------------------ through Prometheus
+
+
+@pytest.mark.parametrize("path", RAW, ids=IDS)
+def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
+    path: Path, triage_graph: TriageGraph, replayed: Callable[[Path], Replayed]
+) -> None:
+    result = replayed(path)
+    assert result.report.problems() == {}, result.report.problems()
+    assert result.signals.expect is not None
+    check = check_expect(result.diagnosis, result.signals.expect)
+    assert check.passed, (check.problems, [(c.cause, c.score) for c in result.diagnosis.causes])
+    twin = twin_path(path)
+    if twin is None:
+        return
+    twin_fixture = load_fixture(str(twin))
+    twin_diagnosis = diagnose_twin(triage_graph, twin_fixture)
+    assert check_expect(twin_diagnosis, twin_fixture.expect).passed  # type: ignore[arg-type]
+    raw_top = result.diagnosis.causes[0].cause if result.diagnosis.causes else None
+    twin_top = twin_diagnosis.causes[0].cause if twin_diagnosis.causes else None
+    assert raw_top == twin_top, (raw_top, twin_top)
+    assert result.diagnosis.symptom == twin_diagnosis.symptom
+
+
+@pytest.mark.parametrize("path", RAW, ids=IDS)
+def test_the_catalog_produces_the_signals_of_each_exporter(
+    path: Path, replayed: Callable[[Path], Replayed]
+) -> None:
+    result = replayed(path)
+    present = flavours(result.raw)
+    frame = result.signals.frame
+    missing = []
+    for family in present & set(EXPECTED):
+        for signal in EXPECTED[family]:
+            if not np.isfinite(near_at(result.signals, signal)):
+                missing.append(f"{family}:{signal}")
+    assert not missing, f"no value at `at` for {missing}"
+    if "vllm-mixed" in present:
+        for signal, old in DEPRECATED_IN_MIXED.items():
+            assert old in result.report.statuses[signal].deprecated_in_use, (
+                signal,
+                result.report.statuses[signal],
+            )
+    engines = {
+        dict(s.labels).get("instance")
+        for s in result.raw.frame.series
+        if s.signal.startswith(("vllm:", "sglang:"))
+    }
+    if "dcgm" in present:
+        # the DCGM series join the engines' replicas by instance (and keep their gpu label)
+        assert set(frame.replicas("gpu_temp_celsius").replicas) == engines
+        assert all("gpu" in s.label_map for s in frame.rows("gpu_temp_celsius") if s.replica)
+    if "kube" in present:
+        assert set(frame.replicas("restarts").replicas) == engines
+
+
+@pytest.mark.parametrize("path", [p for p in RAW if twin_path(p)], ids=[p.stem for p in RAW if twin_path(p)])
+def test_replayed_values_are_close_to_the_twins(path: Path, replayed: Callable[[Path], Replayed]) -> None:
+    result = replayed(path)
+    twin_file = twin_path(path)
+    assert twin_file is not None
+    twin = load_fixture(str(twin_file))
+    off = []
+    for family in flavours(result.raw) & set(COMPARED):
+        for signal in COMPARED[family]:
+            want, got = near_at(twin, signal), near_at(result.signals, signal)
+            if not np.isfinite(want):
+                continue
+            if not (np.isfinite(got) and abs(got - want) <= TOLERANCE * abs(want)):
+                off.append(f"{signal}: twin {want:.4g}, raw {got:.4g}")
+    assert not off, off
