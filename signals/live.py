@@ -48,8 +48,13 @@ class FetchReport:
     http_requests: int = 0
 
     def problems(self) -> dict[str, str]:
-        """Signal -> one-line reason, for signals that were resolved but could not be read."""
-        return {s.signal: "; ".join(s.problems) for s in self.statuses.values() if s.problems}
+        """Signal -> one-line reason, for signals that could not be read or came back partial."""
+        out = {}
+        for s in self.statuses.values():
+            reasons = [*s.problems, *(f"partial data: {w}" for w in s.warnings)]
+            if reasons:
+                out[s.signal] = "; ".join(reasons)
+        return out
 
 
 def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, str]:

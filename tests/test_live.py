@@ -351,3 +351,50 @@ def test_bad_live_options_are_exit_2(args: list[str], capsys: pytest.CaptureFixt
     assert main(["diagnose", *args]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("triage: --") and "Traceback" not in err
+
+
+def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
+    prometheus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from signals.catalog import QueryOptions, load_catalog, render
+
+    tpot = load_catalog().sources["tpot_p99_seconds"][0]
+    assert tpot.replica is not None and tpot.fleet is not None
+    options = QueryOptions(selector='job="vllm"')
+    slow = {
+        render(tpot.replica, options): [Reply.stalled(30)],
+        render(tpot.fleet, options): [Reply.stalled(30)],
+    }
+    warned = load_catalog().sources["requests_running"][0]
+    assert warned.fleet is not None
+    slow[render(warned.fleet, options)] = [Reply.success([], warnings=["results truncated due to limit"])]
+    import time as clock
+
+    started = clock.monotonic()
+    with PromStandIn(Reply.proxied(prometheus), by_query=slow) as stand_in:
+        code = main(
+            [
+                "diagnose",
+                "--prometheus",
+                stand_in.url,
+                "--at",
+                format_instant(AT),
+                "--symptom",
+                "tpot_slow",
+                "--selector",
+                '{job="vllm"}',
+                "--lookback",
+                "90m",
+                "--timeout",
+                "2",
+                "--format",
+                "json",
+            ]
+        )
+    assert clock.monotonic() - started < 6
+    assert code == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert "timeout" in data["signal_problems"]["tpot_p99_seconds"]
+    assert "partial data: results truncated" in data["signal_problems"]["requests_running"]
+    assert "tpot_p99_seconds" in data["missing_signals"]
+    assert data["causes"][0]["cause"] == "kv_pressure"  # the rest of the round still answers
