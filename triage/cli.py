@@ -113,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--alert", metavar="FILE", help="an Alertmanager alert or webhook payload (JSON) to start from"
     )
-    d.add_argument("--lookback", metavar="DURATION", default="3h", help="live: history to fetch (default 3h)")
-    d.add_argument("--step", metavar="DURATION", default="15s", help="live: resolution (default 15s)")
+    d.add_argument("--lookback", metavar="DURATION", default="2h", help="live: history to fetch (default 2h)")
+    d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
     _add_common(d)
