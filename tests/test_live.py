@@ -17,6 +17,7 @@ from promserver import PromStandIn, Reply, require_prometheus_binaries
 
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
 from signals.timeparse import format_instant
+from tools.rawsynth import VLLM_ITL_BUCKETS
 from triage.cli import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, main
 
 START = 1_791_000_000.0
@@ -24,27 +25,7 @@ STEP = 15.0
 N = 361  # 90 minutes
 ONSET = 240  # an hour in
 REPLICAS = [f"10.42.0.{i}:8000" for i in range(1, 5)]
-ITL_EDGES = [
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-]
+ITL_EDGES = list(VLLM_ITL_BUCKETS)
 AT = START + STEP * (N - 1)
 
 
@@ -103,21 +84,13 @@ def raw_kv_incident() -> str:
     return to_openmetrics(series)
 
 
-@pytest.fixture(scope="module")
-def prometheus() -> Iterator[str]:
-    require_prometheus_binaries()
-    with TemporaryPrometheus(raw_kv_incident()) as prom:
-        yield prom.url
-
-
-def test_live_diagnosis_names_the_cause_with_evidence(
-    prometheus: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
+def live_diagnose(url: str, *extra: str) -> int:
+    """`triage diagnose` against `url` at the incident's end, from tpot_slow, as JSON."""
+    return main(
         [
             "diagnose",
             "--prometheus",
-            prometheus,
+            url,
             "--at",
             format_instant(AT),
             "--symptom",
@@ -128,8 +101,22 @@ def test_live_diagnosis_names_the_cause_with_evidence(
             "90m",
             "--format",
             "json",
+            *extra,
         ]
     )
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> Iterator[str]:
+    require_prometheus_binaries()
+    with TemporaryPrometheus(raw_kv_incident()) as prom:
+        yield prom.url
+
+
+def test_live_diagnosis_names_the_cause_with_evidence(
+    prometheus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = live_diagnose(prometheus)
     assert code == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert data["causes"][0]["cause"] == "kv_pressure"
@@ -307,23 +294,7 @@ def test_failing_queries_become_unreadable_signals(
         render(kv.fleet, options): [Reply.error("bad_data", "1:1: parse error", 400)],
     }
     with PromStandIn(Reply.proxied(prometheus), by_query=broken) as stand_in:
-        code = main(
-            [
-                "diagnose",
-                "--prometheus",
-                stand_in.url,
-                "--at",
-                format_instant(AT),
-                "--symptom",
-                "tpot_slow",
-                "--selector",
-                '{job="vllm"}',
-                "--lookback",
-                "90m",
-                "--format",
-                "json",
-            ]
-        )
+        code = live_diagnose(stand_in.url)
     assert code == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert "kv_usage_ratio" in data["missing_signals"]
@@ -372,25 +343,7 @@ def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
 
     started = clock.monotonic()
     with PromStandIn(Reply.proxied(prometheus), by_query=slow) as stand_in:
-        code = main(
-            [
-                "diagnose",
-                "--prometheus",
-                stand_in.url,
-                "--at",
-                format_instant(AT),
-                "--symptom",
-                "tpot_slow",
-                "--selector",
-                '{job="vllm"}',
-                "--lookback",
-                "90m",
-                "--timeout",
-                "2",
-                "--format",
-                "json",
-            ]
-        )
+        code = live_diagnose(stand_in.url, "--timeout", "2")
     assert clock.monotonic() - started < 6
     assert code == EXIT_OK
     data = json.loads(capsys.readouterr().out)
