@@ -1,4 +1,8 @@
-"""The generality corpus: incidents written apart from the playbooks, replayed to their expectations.
+"""The generality corpora: incidents written apart from the playbooks, replayed to their expectations.
+
+`tools/generality_hard.py` adds diagnoses a few minutes after the onset, short baselines,
+daily waves under the incident, fleet-only and replica-only series, 30 s and 60 s
+intervals, and quiet fleets that merely look odd.
 
 `tools/generality.py` varies what the bundled fixtures keep fixed (fleets of 3 to 64
 replicas, moderate magnitudes, more noise, missing optional signals, replicas vanishing
@@ -13,16 +17,17 @@ from pathlib import Path
 import pytest
 
 from signals.fixture import load_fixture
-from tools import generality
+from tools import generality, generality_hard
 from triage.graph import TriageGraph
 from triage.replay import check_expect, fixture_symptom
 from triage.walk import diagnose
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    out = tmp_path_factory.mktemp("generality")
-    assert generality.main(["--out", str(out)]) == 0
+@pytest.fixture(scope="module", params=["generality", "generality_hard"])
+def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp(request.param)
+    writer = generality if request.param == "generality" else generality_hard
+    assert writer.main(["--out", str(out)]) == 0
     return sorted(out.glob("*.yaml"))
 
 
