@@ -33,6 +33,14 @@ from triage.playbook import AnyOf, Knowledge, _did_you_mean
 from triage.render import to_json, to_markdown, to_text
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
 from triage.rules import load_slo, render_rules
+from triage.scorecard import (
+    FixtureOutcome,
+    error_outcome,
+    outcome_for,
+    render_junit,
+    render_scorecard,
+    scorecard_format,
+)
 from triage.sourceargs import (
     SourceArgError,
     add_prometheus_options,
@@ -140,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
+    t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
     _add_common(t)
 
     sg = sub.add_parser("signals", help="what a live Prometheus can tell")
@@ -424,26 +434,44 @@ def _fixture_paths(paths: Sequence[str]) -> list[str]:
     return found
 
 
+def _write_output(path: str, text: str, flag: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
+
+
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     graph = _graph(args)
     paths = _fixture_paths(args.paths)
     if not paths:
         raise UsageError("no fixture files found")
+    fmt = None
+    if args.scorecard:
+        try:
+            fmt = scorecard_format(args.scorecard)
+        except ValueError as exc:
+            raise UsageError(f"--scorecard: {exc}") from None
     passed = failed = skipped = 0
     names: dict[str, str] = {}
+    outcomes: list[FixtureOutcome] = []
     started = time.perf_counter()
     for path in paths:
+        t0 = time.perf_counter()
         try:
             fixture = _load_checked_fixture(path, graph.knowledge)
-        except (InputError, InputErrors) as exc:
+        except (InputError, InputErrors, SignalError) as exc:
             failed += 1
+            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0))
             out.write(f"ERROR {path}\n")
             for line in str(exc).splitlines():
                 out.write(f"    {line}\n")
             continue
         if fixture.name in names:
             failed += 1
-            out.write(f"ERROR {path}\n    name '{fixture.name}' is also used by {names[fixture.name]}\n")
+            problem = f"name '{fixture.name}' is also used by {names[fixture.name]}"
+            outcomes.append(error_outcome(path, problem, name=fixture.name))
+            out.write(f"ERROR {path}\n    {problem}\n")
             continue
         names[fixture.name] = path
         if fixture.expect is None:
@@ -454,6 +482,9 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
         symptom, source = fixture_symptom(fixture, None, graph.knowledge)
         diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
         result = check_expect(diagnosis, fixture.expect)
+        outcomes.append(
+            outcome_for(graph, fixture, diagnosis, None if fmt else (), elapsed=time.perf_counter() - t0)
+        )
         top = diagnosis.top.cause if diagnosis.top else "no cause"
         if result.passed:
             passed += 1
@@ -465,6 +496,10 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
             for problem in result.problems:
                 out.write(f"    {problem}\n")
     elapsed = time.perf_counter() - started
+    if args.junit:
+        _write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
+    if args.scorecard and fmt:
+        _write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
     out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
     return EXIT_FAILED if failed else EXIT_OK
 

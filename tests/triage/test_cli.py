@@ -278,3 +278,27 @@ def test_rules_to_stdout_and_to_a_file(tmp_path: Path, capsys: pytest.CaptureFix
         assert result.returncode == 0, result.stdout + result.stderr
     assert main(["rules", "--replica-label", "9bad"]) == EXIT_USAGE
     assert "--replica-label" in capsys.readouterr().err
+
+
+def test_test_command_writes_junit_and_scorecard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(
+        Path(KV)
+        .read_text()
+        .replace("cause: kv_pressure", "cause: routing_imbalance")
+        .replace("name: kv-pressure-long-context", "name: wrong-expectation")
+    )
+    junit, card = tmp_path / "junit.xml", tmp_path / "card.html"
+    code = main(["test", KV, str(wrong), "--junit", str(junit), "--scorecard", str(card)])
+    assert code == EXIT_FAILED
+    capsys.readouterr()
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "1"
+    failure = suite.find("testcase[@name='wrong-expectation']/failure")
+    assert failure is not None and "expected top cause routing_imbalance" in (failure.get("message") or "")
+    html = card.read_text()
+    assert "<table" in html and "50.0%" in html and "wrong-expectation" in html
+    assert main(["test", KV, "--scorecard", str(tmp_path / "card.txt")]) == EXIT_USAGE
+    assert "--scorecard" in capsys.readouterr().err
