@@ -40,10 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import yaml
 
 from signals.timeparse import parse_instant
-from tools.synth import GPU_HEALTHY, HEALTHY, Fleet
+from tools.synth import GPU_HEALTHY, HEALTHY, Fleet, fixture_document, write_document
 
 Array = np.ndarray
 Key = tuple[str, tuple[tuple[str, str], ...]]
@@ -1205,23 +1204,14 @@ class RawFleet:
                     "values": compress_raw(values, self.out.fmt[key]),
                 }
             )
-        doc: dict[str, Any] = {
+        head = {
             "name": name,
             "description": description if description is not None else self.f.description,
             "level": "raw",
             "interval": self.f.interval,
             "start": self.f.start,
         }
-        if at is not None:
-            doc["at"] = at
-        if symptom is not None:
-            doc["symptom"] = symptom
-        if alert is not None:
-            doc["alert"] = alert
-        doc["input_series"] = items
-        if expect is not None:
-            doc["expect"] = expect
-        return doc
+        return fixture_document(head, items, symptom, at, expect, alert)
 
     def write(
         self,
@@ -1234,12 +1224,7 @@ class RawFleet:
         header: str = "",
         description: str | None = None,
     ) -> None:
-        doc = self.document(name, symptom, at, expect, alert, description)
-        text = yaml.safe_dump(doc, sort_keys=False, width=100000, allow_unicode=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            if header:
-                handle.write("".join(f"# {line}\n" for line in header.strip().splitlines()))
-            handle.write(text)
+        write_document(path, self.document(name, symptom, at, expect, alert, description), header)
 
 
 def _fill(raw: Array, default: float) -> Array:

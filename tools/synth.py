@@ -311,22 +311,13 @@ class Fleet:
                 continue  # a series with no sample at all is not written
             label_text = ",".join(f'{k}="{v}"' for k, v in labels)
             items.append({"series": f"{signal}{{{label_text}}}" if labels else signal, "values": text})
-        doc: dict[str, Any] = {
+        head = {
             "name": self.name,
             "description": self.description,
             "interval": self.interval,
             "start": self.start,
         }
-        if at is not None:
-            doc["at"] = at
-        if symptom is not None:
-            doc["symptom"] = symptom
-        if alert is not None:
-            doc["alert"] = alert
-        doc["input_series"] = items
-        if expect is not None:
-            doc["expect"] = expect
-        return doc
+        return fixture_document(head, items, symptom, at, expect, alert)
 
     def write(
         self,
@@ -337,12 +328,35 @@ class Fleet:
         alert: dict[str, Any] | None = None,
         header: str = "",
     ) -> None:
-        doc = self.document(symptom, at, expect, alert)
-        text = yaml.safe_dump(doc, sort_keys=False, width=100000, allow_unicode=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            if header:
-                handle.write("".join(f"# {line}\n" for line in header.strip().splitlines()))
-            handle.write(text)
+        write_document(path, self.document(symptom, at, expect, alert), header)
+
+
+def fixture_document(
+    head: dict[str, Any],
+    items: list[dict[str, str]],
+    symptom: str | None,
+    at: str | None,
+    expect: dict[str, Any] | None,
+    alert: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A fixture in the key order of VOCABULARY.md: metadata, at, symptom, alert, series, expect."""
+    doc = dict(head)
+    for key, value in (("at", at), ("symptom", symptom), ("alert", alert)):
+        if value is not None:
+            doc[key] = value
+    doc["input_series"] = items
+    if expect is not None:
+        doc["expect"] = expect
+    return doc
+
+
+def write_document(path: str, doc: dict[str, Any], header: str = "") -> None:
+    """Write a fixture as YAML, values on one line each, with an optional comment header."""
+    text = yaml.safe_dump(doc, sort_keys=False, width=100000, allow_unicode=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        if header:
+            handle.write("".join(f"# {line}\n" for line in header.strip().splitlines()))
+        handle.write(text)
 
 
 def _add(offset: str, width: str) -> str:
