@@ -16,15 +16,18 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
+
+import jinja2
 
 from signals.capture import dump_fixture, frame_to_fixture
 from signals.catalog import load_catalog, resolve
 from signals.errors import InputError, InputErrors, SignalError
-from signals.fixture import Fixture, is_offset, load_fixture
+from signals.fixture import Fixture, fixture_from_document, is_offset, load_fixture
 from signals.live import fetch_frame
 from signals.rawreplay import replay_raw
 from signals.timeparse import format_duration, format_instant, parse_duration, parse_instant
+from signals.yamldoc import parse_yaml
 from triage import __version__
 from triage.alertfile import read_alert
 from triage.graph import TriageGraph, build_graph
@@ -32,6 +35,7 @@ from triage.model import AUTO, Diagnosis
 from triage.playbook import AnyOf, Knowledge, _did_you_mean
 from triage.render import to_json, to_markdown, to_text
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
+from triage.report import build_report, render_report
 from triage.rules import load_slo, render_rules
 from triage.scorecard import (
     FixtureOutcome,
@@ -199,6 +203,26 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument(
         "--catalog", metavar="FILE", action="append", default=[], help="extra signal catalog file(s)"
     )
+
+    rp = sub.add_parser(
+        "report",
+        help="a postmortem report of an incident: one self-contained HTML page, or Markdown",
+        description="Replay an incident and write a postmortem report: summary, charts of the evidence "
+        "(SVG, drawn from the data), the walk, first and forbidden actions, blind spots, and the diagnosis "
+        "timeline. FILE ending in .html gives one self-contained page (opens offline, prints); .md gives "
+        "Markdown for wikis and tickets. SOURCE is a fixture, or --prometheus with --start/--end.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rp.add_argument("fixture", nargs="?", metavar="FIXTURE", help="incident fixture (or use --prometheus)")
+    rp.add_argument("-o", "--output", required=True, metavar="FILE", help="report file: .html or .md")
+    rp.add_argument("--every", default="1m", metavar="DURATION", help="timeline step (default 1m)")
+    rp.add_argument("--templates", metavar="DIR", help="your own report templates (searched first)")
+    rp.add_argument("--start", metavar="T", help="live: RFC 3339 time, or a duration ago")
+    rp.add_argument("--end", metavar="T", help="live: RFC 3339 time, or a duration ago (default now)")
+    rp.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
+    rp.add_argument("--symptom", metavar="ID", help="live: symptom to start from (default auto)")
+    _add_common(rp)
+    add_prometheus_options(rp)
 
     p = sub.add_parser("playbooks", help="work with the playbooks")
     psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
@@ -624,6 +648,59 @@ def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
+    """Capture [start, end] from a live Prometheus into an in-memory fixture."""
+    if not args.start:
+        raise UsageError("--start is needed with --prometheus")
+    now = time.time()
+    start = _live_moment(args.start, now, "--start")
+    end = _live_moment(args.end, now, "--end")
+    if end <= start:
+        raise UsageError("--end must be after --start")
+    step = duration_arg(args.step, "--step")
+    symptom = _symptom_arg(args.symptom, kb)
+    prometheus = prometheus_source(args)
+    frame, _ = fetch_frame(prometheus, catalog(args), query_options(args), end, end - start, step)
+    doc = frame_to_fixture(
+        frame,
+        Path(args.output).stem,
+        f"captured from {prometheus.url}",
+        symptom=symptom if symptom not in (None, AUTO) else None,
+    )
+    return fixture_from_document(parse_yaml(dump_fixture(doc), f"{prometheus.url} (capture)"))
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
+    if bool(args.fixture) == bool(args.prometheus):
+        raise UsageError("give either a FIXTURE or --prometheus URL with --start and --end")
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in (".html", ".htm", ".md", ".markdown"):
+        raise UsageError(f"-o {args.output}: the report is .html or .md")
+    fmt: Literal["html", "md"] = "html" if suffix in (".html", ".htm") else "md"
+    templates = Path(args.templates) if args.templates else None
+    if templates is not None and not templates.is_dir():
+        raise UsageError(f"--templates: {templates} is not a folder")
+    graph = _graph(args)
+    if args.fixture:
+        fixture = _load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+    else:
+        fixture = _live_fixture(args, graph.knowledge)
+    every = duration_arg(args.every, "--every")
+    if every < fixture.interval:
+        raise UsageError(
+            f"--every: {args.every} is shorter than the data's step ({format_duration(fixture.interval)})"
+        )
+    report = build_report(graph, fixture, every, generated_at=time.time())
+    try:
+        text = render_report(report, fmt, templates)
+    except jinja2.TemplateError as exc:
+        where = f"{exc.filename}:{exc.lineno}: " if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        raise UsageError(f"--templates: {where}{exc}") from None
+    _write_output(args.output, text, "-o")
+    out.write(f"wrote {args.output} ({len(text.encode()) / 1e6:.2f} MB)\n")
+    return EXIT_OK
+
+
 def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
     directory = args.playbooks or default_playbook_dir()
     try:
@@ -660,6 +737,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_capture(args, out)
         if args.command == "rules":
             return cmd_rules(args, out)
+        if args.command == "report":
+            return cmd_report(args, out)
         if args.command == "playbooks" and args.playbooks_command == "check":
             return cmd_playbooks_check(args, out)
         if args.command in ("playbooks", "signals"):

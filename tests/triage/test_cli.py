@@ -302,3 +302,23 @@ def test_test_command_writes_junit_and_scorecard(tmp_path: Path, capsys: pytest.
     assert "<table" in html and "50.0%" in html and "wrong-expectation" in html
     assert main(["test", KV, "--scorecard", str(tmp_path / "card.txt")]) == EXIT_USAGE
     assert "--scorecard" in capsys.readouterr().err
+
+
+def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    assert main(["report", KV, "-o", str(html), "--every", "5m"]) == EXIT_OK
+    assert main(["report", KV, "-o", str(md)]) == EXIT_OK
+    assert "wrote" in capsys.readouterr().out
+    page = html.read_text()
+    assert page.lstrip().lower().startswith("<!doctype html>") and 'class="chart"' in page
+    assert "kv_pressure" in page and "http://" not in page.split("<body", 1)[1].split('xmlns="http://')[0]
+    assert md.read_text().startswith("# Postmortem: kv-pressure-long-context")
+    assert main(["report", KV, "-o", str(tmp_path / "r.pdf")]) == EXIT_USAGE
+    assert ".html or .md" in capsys.readouterr().err
+    assert main(["report", KV, "-o", str(html), "--every", "5s"]) == EXIT_USAGE
+    assert "--every" in capsys.readouterr().err
+    bad = tmp_path / "templates"
+    bad.mkdir()
+    (bad / "report.md.j2").write_text("{{ nope.missing }}")
+    assert main(["report", KV, "-o", str(md), "--templates", str(bad)]) == EXIT_USAGE
+    assert "--templates" in capsys.readouterr().err
