@@ -322,3 +322,29 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     (bad / "report.md.j2").write_text("{{ nope.missing }}")
     assert main(["report", KV, "-o", str(md), "--templates", str(bad)]) == EXIT_USAGE
     assert "--templates" in capsys.readouterr().err
+
+
+def test_capacity_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "capacity",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-80gb",
+        "--peak-rate",
+        "30",
+        "--per-replica-rate",
+        "4",
+        "--format",
+        "json",
+    ]
+    assert main(args) == EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    text = json.dumps(data)
+    assert "131072" in text  # KV bytes per token of Llama 3.1 8B at 16 bits
+    assert main([*args[:-2], "--redundancy", "2"]) == EXIT_OK
+    assert "= 10 replicas" in capsys.readouterr().out  # the chapter's 30 / 4 -> 8, plus 2
+    assert main(["capacity", "--list-presets"]) == EXIT_OK
+    assert "mixtral-8x7b" in capsys.readouterr().out
+    assert main(["capacity", "--model", "llama-3.1-8x", "--gpu", "h100-80gb"]) == EXIT_USAGE
+    assert "did you mean llama-3.1-8b" in capsys.readouterr().err
