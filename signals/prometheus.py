@@ -52,7 +52,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -133,6 +133,14 @@ class QueryResult:
     @property
     def partial(self) -> bool:
         return bool(self.warnings)
+
+
+@dataclass(frozen=True)
+class ApiReply:
+    """The `data` object of a JSON API reply, or the one-line reason there is none."""
+
+    data: Mapping[str, Any] | None
+    error: str | None
 
 
 class _Failure(Exception):
@@ -363,6 +371,41 @@ class PrometheusSource:
         }
         outcomes = self._round(jobs)
         return {name: _to_result(queries[name], outcomes[name]) for name in queries}
+
+    def instant_queries(self, queries: Mapping[str, str], at: float | None = None) -> dict[str, QueryResult]:
+        """Run every query at one instant, concurrently, within one deadline (keys as given)."""
+        jobs: dict[str, _Job[list[SeriesData]]] = {
+            name: _Job(self._instant_fetch(query, at), _parse_series) for name, query in queries.items()
+        }
+        outcomes = self._round(jobs)
+        return {name: _to_result(queries[name], outcomes[name]) for name in queries}
+
+    def api_lists(self, requests_: Mapping[str, tuple[str, Mapping[str, str], str]]) -> dict[str, ApiReply]:
+        """GET JSON API paths (rules, targets, ...) in one round: name -> (path, params, list key).
+
+        Each reply's `data` must hold a list under `key` (`groups` for /api/v1/rules,
+        `activeTargets` for /api/v1/targets); anything else is a one-line error, like a query's.
+        """
+
+        def job(path: str, params: Mapping[str, str], key: str) -> _Job[object]:
+            def fetch(_: object) -> object:
+                return self._session.get(f"{self._base_url}{path}", params=dict(params))
+
+            def parse(data: object) -> object:
+                if not isinstance(data, dict) or not isinstance(data.get(key), list):
+                    raise _malformed(f"{path} reply has no {key} list")
+                return data
+
+            return _Job(fetch, parse)
+
+        outcomes = self._round({name: job(*spec) for name, spec in requests_.items()})
+        out: dict[str, ApiReply] = {}
+        for name, outcome in outcomes.items():
+            if outcome.failure is not None:
+                out[name] = ApiReply(None, outcome.failure.message)
+            else:
+                out[name] = ApiReply(cast(Mapping[str, Any], outcome.value), None)
+        return out
 
     def instant_query(self, query: str, at: float | None = None) -> QueryResult:
         """One instant query at `at` (epoch seconds; None is the server's now)."""

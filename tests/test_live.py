@@ -351,3 +351,31 @@ def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     assert "partial data: results truncated" in data["signal_problems"]["requests_running"]
     assert "tpot_p99_seconds" in data["missing_signals"]
     assert data["causes"][0]["cause"] == "kv_pressure"  # the rest of the round still answers
+
+
+def test_audit_command(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "audit",
+            "--prometheus",
+            prometheus,
+            "--at",
+            format_instant(AT),
+            "--lookback",
+            "90m",
+            "--format",
+            "json",
+        ]
+    )
+    assert code in (EXIT_OK, 1)
+    items = json.loads(capsys.readouterr().out)
+    assert len(items) >= 50
+    assert all({"id", "section", "title", "status", "evidence", "how_to_fix"} <= set(i) for i in items)
+    assert {i["status"] for i in items} <= {"pass", "fail", "unknown", "not_applicable"}
+    by_id = {i["id"]: i for i in items}
+    assert len(by_id) == len(items)
+    # No rule files were loaded into this Prometheus: the P99 alert item cannot pass.
+    alerts = [i for i in items if "p99" in i["id"].lower() and i["section"] == "scheduling"]
+    assert alerts and all(i["status"] != "pass" for i in alerts)
+    assert main(["audit", "--prometheus", "http://127.0.0.1:9", "--timeout", "1"]) == EXIT_UNAVAILABLE
+    assert "127.0.0.1:9" in capsys.readouterr().err

@@ -30,6 +30,8 @@ from signals.timeparse import format_duration, format_instant, parse_duration, p
 from signals.yamldoc import parse_yaml
 from triage import __version__
 from triage.alertfile import read_alert
+from triage.audit import AuditSettings, render_audit
+from triage.auditfetch import run_audit
 from triage.capacity import EXAMPLE_FILE as CAPACITY_EXAMPLE
 from triage.capacity import load_inputs as load_capacity_inputs
 from triage.capacity import measure_rate_at_slo, render_presets
@@ -228,6 +230,22 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--symptom", metavar="ID", help="live: symptom to start from (default auto)")
     _add_common(rp)
     add_prometheus_options(rp)
+
+    au = sub.add_parser(
+        "audit",
+        help="check a live fleet against the deployment checklist",
+        description="Every item of the deployment checklist, in its own sections, with a status: pass, "
+        "fail, unknown (cannot be seen from metrics: the evidence that would settle it is named) or "
+        "not_applicable. Read from the metrics and from Prometheus's rules and targets APIs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 no item fails, 1 some item fails, 2 bad usage, 3 Prometheus could not be read.",
+    )
+    au.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    au.add_argument("--at", metavar="T", help="moment to audit: RFC 3339, or a duration ago (default now)")
+    au.add_argument("--lookback", metavar="DURATION", default="6h", help="history to judge by (default 6h)")
+    au.add_argument("--step", metavar="DURATION", default="1m", help="resolution (default 1m)")
+    au.add_argument("--slo", metavar="FILE", help="SLO thresholds (as for triage rules)")
+    add_prometheus_options(au, required=True)
 
     ca = sub.add_parser(
         "capacity",
@@ -744,6 +762,21 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    at = _live_moment(args.at, time.time(), "--at")
+    settings = AuditSettings.from_slo(
+        load_slo(args.slo),
+        lookback=duration_arg(args.lookback, "--lookback"),
+        step=duration_arg(args.step, "--step"),
+    )
+    report = run_audit(prometheus_source(args), catalog(args), query_options(args), at, settings)
+    if report.nothing_readable:
+        reasons = "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:3])
+        raise SignalError(f"{args.prometheus}: nothing could be read ({reasons})")
+    out.write(render_audit(report, args.format))
+    return EXIT_FAILED if report.counts().get("fail", 0) else EXIT_OK
+
+
 def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
     if args.list_presets:
         out.write(render_presets())
@@ -821,6 +854,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args, out)
         if args.command == "capacity":
             return cmd_capacity(args, out)
+        if args.command == "audit":
+            return cmd_audit(args, out)
         if args.command == "playbooks" and args.playbooks_command == "check":
             return cmd_playbooks_check(args, out)
         if args.command in ("playbooks", "signals"):
