@@ -318,3 +318,44 @@ def test_replayed_values_are_close_to_the_twins(path: Path, replayed: Callable[[
             if not (np.isfinite(got) and abs(got - want) <= TOLERANCE * abs(want)):
                 off.append(f"{signal}: twin {want:.4g}, raw {got:.4g}")
     assert not off, off
+
+
+def test_capacity_measures_the_per_replica_rate_from_prometheus(capsys: pytest.CaptureFixture[str]) -> None:
+    """The highest rate a replica served within SLO, read from a real Prometheus, feeds the plan."""
+    import json
+
+    from signals.tempprom import TemporaryPrometheus, to_openmetrics
+    from signals.timeparse import format_instant
+    from triage.cli import main
+
+    require_prometheus_binaries()
+    fixture = load_fixture(str(ROOT / "fixtures" / "kv-pressure-vllm-v1-raw.yaml"))
+    frame = fixture.frame
+    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    with TemporaryPrometheus(text) as prometheus:
+        code = main(
+            [
+                "capacity",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "h100-80gb",
+                "--peak-rate",
+                "30",
+                "--prometheus",
+                prometheus.url,
+                "--at",
+                format_instant(frame.end),
+                "--lookback",
+                "70m",
+                "--format",
+                "json",
+            ]
+        )
+    assert code == 0
+    replicas = json.loads(capsys.readouterr().out)["replicas"]
+    assert replicas["per_replica_rate_source"].startswith("measured")
+    assert 3.0 < replicas["per_replica_rate"] < 7.0  # the fixture's replicas serve about 4 req/s each
+    assert (
+        replicas["replicas"] == replicas["base"] + 1 and replicas["base"] * replicas["per_replica_rate"] >= 30
+    )

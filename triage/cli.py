@@ -281,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument(
         "--lookback", metavar="DURATION", default="7d", help="for measuring: history (default 7d)"
     )
+    ca.add_argument("--at", metavar="T", help="for measuring: end of the history (default now)")
     ca.add_argument("--format", choices=("text", "json"), default="text")
     ca.add_argument("--list-presets", action="store_true", help="print the model and GPU presets and exit")
     add_prometheus_options(ca)
@@ -799,8 +800,9 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
     if args.prometheus:
         lookback = duration_arg(args.lookback, "--lookback")
         step = max(60.0, lookback / 10_000)
+        at = _live_moment(args.at, time.time(), "--at")
         frame, _ = fetch_frame(
-            prometheus_source(args), catalog(args), query_options(args), time.time(), lookback, step
+            prometheus_source(args), catalog(args), query_options(args), at, lookback, step
         )
         measured = measure_rate_at_slo(frame, args.ttft_slo, args.tpot_slo)
         if measured is None:
