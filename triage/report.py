@@ -34,6 +34,7 @@ from signals.vocabulary import SIGNALS
 from triage.charts import Band, LineChart, Marker, render_svg, time_ticks
 from triage.graph import TriageGraph
 from triage.model import LAYERS, CauseFinding, Diagnosis, Evidence
+from triage.render import fmt as format_number
 from triage.replay import Step, TimelineSummary, fixture_symptom, summarise, timeline
 from triage.walk import diagnose
 
@@ -332,19 +333,6 @@ def chart_table(data: ChartData) -> list[TableRow]:
             )
         )
     return rows
-
-
-def format_number(value: float | None) -> str:
-    """A number as a person reads it (as the diagnosis renderings print it)."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    if value == 0:
-        return "0"
-    if abs(value) >= 10000:
-        return f"{value / 1000:,.1f}k"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
 
 
 def signed_duration(seconds: float | None) -> str:
