@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
+from signals.vocabulary import SIGNALS
 from triage.checks import Context, evaluate, evaluate_entry
 from triage.graph import TriageGraph
 from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
@@ -42,9 +43,22 @@ def _entry_signals(entries: Iterable[CheckSpec | AnyOf]) -> set[str]:
 
 
 def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: float) -> Onset | None:
+    """Where the symptom began: the strongest worsening of its own signals.
+
+    A change point that leaves the symptom invisible may be noise (correlated noise passes a
+    t test more easily than it should); when an info series (a version, a configuration)
+    changed within the lookback and the symptom is visible from there, that change is the
+    onset instead: for a quality drop after a rollout it is the only onset there is.
+    """
     kb = graph.knowledge
     spec = kb.symptoms[symptom]
-    onset = find_onset(frame, list(spec.onset), at, kb.settings)
+    numeric = [s for s in spec.onset if SIGNALS.get(s) is None or SIGNALS[s].kind != "info"]
+    info = [s for s in spec.onset if s not in numeric]
+    onset = find_onset(frame, numeric, at, kb.settings)
+    if info and (onset is None or not _detect(graph, frame, symptom, at, onset)[2]):
+        changed = find_onset(frame, info, at, kb.settings)
+        if changed is not None and (onset is None or _detect(graph, frame, symptom, at, changed)[2]):
+            onset = changed
     if onset is None:
         fallback: set[str] = set()
         for cause in graph.causes_of(symptom):
