@@ -7,8 +7,11 @@ Run: python -m bench.big_fixture
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tools.synth import Fleet
 
@@ -36,6 +39,27 @@ def build() -> Path:
     f.step("queue_waiting", "5h14m", to=6, ramp="3m")
     f.write(str(PATH), "tpot_slow", expect={"cause": "kv_pressure", "forbidden": ["scale_out"]})
     return PATH
+
+
+def fresh_runs(child: str, runs: int) -> list[dict[str, Any]]:
+    """Run a measuring script `runs` times, each in a fresh process, on the benchmark fixture.
+
+    A fresh process per run keeps caches and memory cold, as a person running the command
+    would find them; the script prints one JSON object of its figures.
+    """
+    if not PATH.exists():
+        build()
+    out = []
+    for _ in range(runs):
+        result = subprocess.run(
+            [sys.executable, "-c", child, str(PATH)],
+            capture_output=True,
+            text=True,
+            cwd=PATH.parent.parent.parent,
+            check=True,
+        )
+        out.append(json.loads(result.stdout))
+    return out
 
 
 if __name__ == "__main__":

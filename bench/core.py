@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.big_fixture import PATH, build
+from bench.big_fixture import PATH, fresh_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,14 +63,7 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="fresh processes to run (default 3)")
     args = parser.parse_args()
-    if not PATH.exists():
-        build()
-    runs = []
-    for _ in range(args.runs):
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(PATH)], capture_output=True, text=True, cwd=ROOT, check=True
-        )
-        runs.append(json.loads(out.stdout))
+    runs = fresh_runs(CHILD, args.runs)
     t0 = time.perf_counter()
     cli = subprocess.run(
         [sys.executable, "-m", "triage.cli", "replay", str(PATH), "--every", "1m", "--format", "json"],

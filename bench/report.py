@@ -16,15 +16,11 @@ Run: python -m bench.report [--runs 3]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-from pathlib import Path
 
-from bench.big_fixture import PATH, build
+from bench.big_fixture import PATH, fresh_runs
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET_SECONDS = 5.0
 TARGET_MB = 3.0
 
@@ -61,14 +57,7 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="fresh processes to run (default 3)")
     args = parser.parse_args()
-    if not PATH.exists():
-        build()
-    runs = []
-    for _ in range(args.runs):
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(PATH)], capture_output=True, text=True, cwd=ROOT, check=True
-        )
-        runs.append(json.loads(out.stdout))
+    runs = fresh_runs(CHILD, args.runs)
 
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)

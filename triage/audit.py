@@ -35,13 +35,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import jinja2
 import numpy as np
 import numpy.typing as npt
 
 from signals.catalog import Catalog, QueryOptions, render, resolve
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
+from triage.render import markdown_template
 
 if TYPE_CHECKING:
     from triage.rules import Slo
@@ -2342,19 +2342,6 @@ def audit(
 _MARK: Final = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "not_applicable": "N/A"}
 
 
-def _escape_md(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("triage", "templates"),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-)
-_ENV.filters["e_md"] = _escape_md
-
-
 def _counts_text(report: AuditReport) -> str:
     counts = report.counts()
     return " · ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in STATUS_ORDER)
@@ -2389,7 +2376,7 @@ def render_audit(report: AuditReport, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
     if fmt == "markdown":
-        return _ENV.get_template("audit.md.j2").render(
+        return markdown_template("audit.md.j2").render(
             r=report,
             at=format_instant(report.at),
             window=format_duration(report.lookback),

@@ -55,8 +55,13 @@ _ENV = jinja2.Environment(
 _ENV.filters["e_md"] = _escape_md
 
 
+def markdown_template(name: str) -> jinja2.Template:
+    """A bundled Markdown template (no autoescape; table cells escaped by the `e_md` filter)."""
+    return _ENV.get_template(name)
+
+
 def to_markdown(diagnosis: Diagnosis) -> str:
-    template = _ENV.get_template("diagnosis.md.j2")
+    template = markdown_template("diagnosis.md.j2")
     return template.render(d=diagnosis, at=format_instant(diagnosis.at), onset=onset_text(diagnosis), fmt=fmt)
 
 
