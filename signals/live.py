@@ -114,6 +114,24 @@ def frame_from_results(
     return SignalFrame(grid, series, source=source), problems
 
 
+def frame_from_round(
+    results: dict[str, QueryResult], start: float, at: float, step: float, options: QueryOptions, server: str
+) -> tuple[SignalFrame, dict[str, list[str]]]:
+    """The frame of one round of range queries over [start, at]; SignalError when it holds nothing."""
+    if all(r.error for r in results.values()):
+        first = next(iter(results.values()))
+        raise SignalError(f"{server}: no query could be answered ({first.error})")
+    grid = start + step * np.arange(round((at - start) / step) + 1, dtype=np.float64)
+    frame, problems = frame_from_results(results, grid, step, options.replica_label, server)
+    if not frame.signals():
+        scope = f" matching {{{options.selector}}}" if options.selector else ""
+        raise SignalError(
+            f"{server}: the queries answered, but no series{scope} holds a sample "
+            f"between {format_instant(start)} and {format_instant(at)}"
+        )
+    return frame, problems
+
+
 def fetch_frame(
     prometheus: PrometheusSource,
     catalog: Catalog,
@@ -131,17 +149,8 @@ def fetch_frame(
             f"{prometheus.url}: none of the catalog's metrics exist there "
             f"({len(names)} metric names); check the URL and the selector"
         )
-    start = at - lookback
-    grid = start + step * np.arange(round(lookback / step) + 1, dtype=np.float64)
-    results = prometheus.range_queries(queries, start, at, step)
-    if all(r.error for r in results.values()):
-        first = next(iter(results.values()))
-        raise SignalError(f"{prometheus.url}: no query could be answered ({first.error})")
-    frame, problems = frame_from_results(results, grid, step, options.replica_label, prometheus.url)
-    if not frame.signals():
-        scope = f" matching {{{options.selector}}}" if options.selector else ""
-        raise SignalError(f"{prometheus.url}: the queries answered, but no series{scope} holds a sample "
-                          f"between {format_instant(start)} and {format_instant(at)}")
+    results = prometheus.range_queries(queries, at - lookback, at, step)
+    frame, problems = frame_from_round(results, at - lookback, at, step, options, prometheus.url)
     statuses: dict[str, SignalStatus] = {}
     for name in SIGNALS:
         res = resolutions[name]

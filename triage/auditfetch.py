@@ -20,13 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from signals.catalog import Catalog, QueryOptions, resolve
+from signals.errors import SignalError
 from signals.frame import SignalFrame
-from signals.live import build_queries, frame_from_results
+from signals.live import build_queries, frame_from_round
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
-from signals.timeparse import format_instant
 from triage.audit import AuditReport, AuditSettings, Fetched, Sample, audit, instant_queries
 
 _NOT_WORTH_RETRYING = frozenset({"unreachable", "tls", "auth", "timeout"})
@@ -107,23 +105,15 @@ def _frame(
     settings: AuditSettings,
     problems: dict[str, str],
 ) -> SignalFrame | None:
-    """The frame of the range results (as `signals.live.fetch_frame` builds it), or None with the reason."""
-    if all(r.error for r in results.values()):
-        problems["signals"] = f"no query could be answered ({next(iter(results.values())).error})"
+    """The frame of the range results (as a live diagnosis builds it), or None with the reason."""
+    try:
+        frame, signal_problems = frame_from_round(dict(results), start, at, settings.step, options, server)
+    except SignalError as exc:
+        problems["signals"] = str(exc)
         return None
-    grid = start + settings.step * np.arange(round(settings.lookback / settings.step) + 1, dtype=np.float64)
-    frame, signal_problems = frame_from_results(
-        dict(results), grid, settings.step, options.replica_label, server
-    )
     for signal, reasons in sorted(signal_problems.items()):
         problems[f"signal:{signal}"] = "; ".join(reasons)
-    if frame.signals():
-        return frame
-    scope = f" matching {{{options.selector}}}" if options.selector else ""
-    problems["signals"] = (
-        f"no series{scope} holds a sample between {format_instant(start)} and {format_instant(at)}"
-    )
-    return None
+    return frame
 
 
 def _object(reply: ApiReply, key: str, problems: dict[str, str]) -> Mapping[str, Any] | None:
