@@ -13,8 +13,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -86,7 +86,7 @@ class UsageError(Exception):
     """A command-line value that cannot be used; printed as one line, exit 2."""
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def add_playbook_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--playbooks",
         type=Path,
@@ -96,7 +96,20 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Extension:
+    """A subcommand from a layer above the core (the TUI), which the core may not import.
+
+    The console script lives in that layer and hands its extensions to `main`, so the
+    imports keep pointing one way while `triage --help` lists every command.
+    """
+
+    name: str
+    add: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
+    run: Callable[[argparse.Namespace, TextIO], int]
+
+
+def build_parser(extensions: Sequence[Extension] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="triage",
         description="Incident triage for LLM inference services: walk from the symptom to ranked causes, "
@@ -136,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
-    _add_common(d)
+    add_playbook_option(d)
     add_prometheus_options(d)
 
     r = sub.add_parser(
@@ -149,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--every", default="1m", metavar="DURATION", help="step between diagnoses (default 1m)")
     r.add_argument("--symptom", metavar="ID")
     r.add_argument("--format", choices=("text", "json"), default="text")
-    _add_common(r)
+    add_playbook_option(r)
 
     t = sub.add_parser(
         "test",
@@ -161,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
     t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
-    _add_common(t)
+    add_playbook_option(t)
 
     sg = sub.add_parser("signals", help="what a live Prometheus can tell")
     sgsub = sg.add_subparsers(dest="signals_command", metavar="SUBCOMMAND")
@@ -172,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
     )
     sc.add_argument("--format", choices=("text", "json"), default="text")
-    _add_common(sc)
+    add_playbook_option(sc)
     add_prometheus_options(sc, required=True)
 
     cp = sub.add_parser(
@@ -186,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--step", metavar="DURATION", default="15s", help="resolution (default 15s)")
     cp.add_argument("--symptom", metavar="ID", help="symptom to record in the fixture")
     cp.add_argument("-o", "--output", required=True, metavar="FILE", help="fixture file to write")
-    _add_common(cp)
+    add_playbook_option(cp)
     add_prometheus_options(cp, required=True)
 
     ru = sub.add_parser(
@@ -228,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--end", metavar="T", help="live: RFC 3339 time, or a duration ago (default now)")
     rp.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
     rp.add_argument("--symptom", metavar="ID", help="live: symptom to start from (default auto)")
-    _add_common(rp)
+    add_playbook_option(rp)
     add_prometheus_options(rp)
 
     au = sub.add_parser(
@@ -295,11 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Prints every problem as file:line: key: message; exit 1 if any.",
     )
     pc.add_argument("--first", action="store_true", help="stop at the first problem")
-    _add_common(pc)
+    add_playbook_option(pc)
+    for extension in extensions:
+        extension.add(sub)
     return parser
 
 
-def _graph(args: argparse.Namespace) -> TriageGraph:
+def graph_from_args(args: argparse.Namespace) -> TriageGraph:
     return build_graph(load_playbooks(args.playbooks))
 
 
@@ -341,7 +356,7 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
     return out
 
 
-def _load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] = ()) -> Fixture:
+def load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] = ()) -> Fixture:
     """A fixture whose ids the playbooks know; a raw one is first replayed through a real Prometheus."""
     fixture = load_fixture(path)
     problems = _fixture_problems(fixture, kb)
@@ -352,7 +367,7 @@ def _load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str]
     return fixture
 
 
-def _symptom_arg(value: str | None, kb: Knowledge) -> str | None:
+def symptom_arg(value: str | None, kb: Knowledge) -> str | None:
     if value is None:
         return None
     if value != AUTO and value not in kb.symptoms:
@@ -411,8 +426,8 @@ def _live_moment(value: str | None, now: float, flag: str) -> float:
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     if bool(args.fixture) == bool(args.prometheus):
         raise UsageError("give either --fixture PATH or --prometheus URL")
-    graph = _graph(args)
-    symptom = _symptom_arg(args.symptom, graph.knowledge)
+    graph = graph_from_args(args)
+    symptom = symptom_arg(args.symptom, graph.knowledge)
     alert = read_alert(args.alert) if args.alert else None
     if alert is not None and symptom is None:
         symptom = symptom_from_alert(alert.labels, graph.knowledge)
@@ -420,7 +435,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     else:
         source = "given" if symptom else "auto"
     if args.fixture:
-        fixture = _load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+        fixture = load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
         at = _at_arg(args.at, fixture)
         if alert is not None and args.at is None and alert.starts_at is not None:
             at = _at_arg(format_instant(alert.starts_at), fixture)
@@ -445,9 +460,9 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    graph = _graph(args)
-    fixture = _load_checked_fixture(args.fixture, graph.knowledge)
-    symptom, source = fixture_symptom(fixture, _symptom_arg(args.symptom, graph.knowledge), graph.knowledge)
+    graph = graph_from_args(args)
+    fixture = load_checked_fixture(args.fixture, graph.knowledge)
+    symptom, source = fixture_symptom(fixture, symptom_arg(args.symptom, graph.knowledge), graph.knowledge)
     try:
         every = parse_duration(args.every)
     except ValueError as exc:
@@ -528,7 +543,7 @@ def _write_output(path: str, text: str, flag: str) -> None:
 
 
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
-    graph = _graph(args)
+    graph = graph_from_args(args)
     paths = _fixture_paths(args.paths)
     if not paths:
         raise UsageError("no fixture files found")
@@ -545,7 +560,7 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     for path in paths:
         t0 = time.perf_counter()
         try:
-            fixture = _load_checked_fixture(path, graph.knowledge)
+            fixture = load_checked_fixture(path, graph.knowledge)
         except (InputError, InputErrors, SignalError) as exc:
             failed += 1
             outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0))
@@ -664,7 +679,7 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
     if (end - start) / step > 11_000:
         raise UsageError("--step: Prometheus answers at most 11,000 points per series; use a larger step")
     kb = load_playbooks(args.playbooks)
-    symptom = _symptom_arg(args.symptom, kb)
+    symptom = symptom_arg(args.symptom, kb)
     prometheus = prometheus_source(args)
     frame, report = fetch_frame(prometheus, catalog(args), query_options(args), end, end - start, step)
     name = Path(args.output).stem
@@ -720,7 +735,7 @@ def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
     if end <= start:
         raise UsageError("--end must be after --start")
     step = duration_arg(args.step, "--step")
-    symptom = _symptom_arg(args.symptom, kb)
+    symptom = symptom_arg(args.symptom, kb)
     prometheus = prometheus_source(args)
     frame, _ = fetch_frame(prometheus, catalog(args), query_options(args), end, end - start, step)
     doc = frame_to_fixture(
@@ -742,9 +757,9 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     templates = Path(args.templates) if args.templates else None
     if templates is not None and not templates.is_dir():
         raise UsageError(f"--templates: {templates} is not a folder")
-    graph = _graph(args)
+    graph = graph_from_args(args)
     if args.fixture:
-        fixture = _load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+        fixture = load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
     else:
         fixture = _live_fixture(args, graph.knowledge)
     every = duration_arg(args.every, "--every")
@@ -835,11 +850,14 @@ def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, extensions: Sequence[Extension] = ()) -> int:
+    parser = build_parser(extensions)
     args = parser.parse_args(argv)
     out = sys.stdout
     try:
+        for extension in extensions:
+            if args.command == extension.name:
+                return extension.run(args, out)
         if args.command == "diagnose":
             return cmd_diagnose(args, out)
         if args.command == "replay":

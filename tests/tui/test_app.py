@@ -1,0 +1,273 @@
+"""Pilot tests of the TUI: what is on screen, and how keys change it. No test sleeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widgets import DataTable, OptionList, Select, Static
+from tuiapp import FIXTURES, fixture_app, settle
+
+from signals.fixture import load_fixture
+from signals.timeparse import format_instant
+from triage.graph import TriageGraph
+from triage.model import AUTO
+from tui.app import KEYS, HelpScreen, Settings, SignalScreen, TriageApp
+from tui.cli import create_app
+from tui.feeds import FixtureFeed, Snapshot
+from tui.widgets import SignalTile, WalkTree
+
+
+def _plain(app: TriageApp, selector: str) -> str:
+    content = app.query_one(selector, Static).content
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def _tree_labels(app: TriageApp) -> list[str]:
+    tree = app.query_one("#walk", WalkTree)
+    out: list[str] = []
+
+    def walk(node: object) -> None:
+        out.append(node.label.plain)  # type: ignore[attr-defined]
+        for child in node.children:  # type: ignore[attr-defined]
+            walk(child)
+
+    walk(tree.root)
+    return out
+
+
+async def test_first_screen_shows_cause_evidence_first_action_and_forbidden(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        d = kv_app.diagnosis
+        assert d is not None and d.top is not None and d.top.cause == "kv_pressure"
+        verdict = _plain(kv_app, "#verdict")
+        assert "VERDICT kv_pressure" in verdict
+        holding = [e for e in d.top.evidence if e.holds]
+        assert holding and all(e.check in verdict for e in holding)
+        actions = kv_app.query_one("#actions", OptionList)
+        assert actions.option_count == len(d.first_actions) > 0
+        first = actions.get_option_at_index(0).prompt
+        assert isinstance(first, Text) and d.first_actions[0].text in first.plain
+        warnings = _plain(kv_app, "#warnings")
+        for forbidden in ("scale_out", "raise_gpu_memory_utilization", "raise_max_num_seqs"):
+            assert f"✗ {forbidden} — " in warnings
+        scale_out = next(f for f in d.forbidden if f.action == "scale_out")
+        assert scale_out.reason in warnings
+        labels = _tree_labels(kv_app)
+        assert labels[0].startswith("TPOT SLOW") or labels[0].startswith("TTFT SLOW")
+        assert any(label.startswith("✔ kv_pressure") for label in labels)
+
+
+async def test_symptom_switch_by_keyboard_changes_the_walk(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "replica-down-queue-growth")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.diagnosis is not None and app.diagnosis.symptom == "ttft_slow"
+        before = _tree_labels(app)
+        await pilot.press("s", "down", "down", "enter")  # ttft_slow -> tpot_slow -> errors
+        await settle(pilot)
+        assert app.query_one("#symptom", Select).value == "errors"
+        assert app.diagnosis.symptom == "errors"
+        after = _tree_labels(app)
+        assert after[0].startswith("ERRORS") and before[0].startswith("TTFT SLOW")
+        assert after != before
+
+
+async def test_auto_symptom_names_what_it_detected(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "kv-pressure-long-context", symptom=AUTO)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.diagnosis is not None and app.diagnosis.symptom_source == "auto"
+        assert f"symptom: {app.diagnosis.symptom} (auto)" in _plain(app, "#symptom-note")
+
+
+async def test_cursor_steps_and_onset_recompute_the_diagnosis(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        d = kv_app.diagnosis
+        assert d is not None and d.onset is not None
+        step = kv_app.snapshot.frame.step  # type: ignore[union-attr]
+        start = d.at
+        await pilot.press("left")
+        await settle(pilot)
+        assert kv_app.diagnosis.at == start - step
+        await pilot.press("shift+left")
+        await settle(pilot)
+        assert kv_app.diagnosis.at == start - step - 600
+        await pilot.press("o")
+        await settle(pilot)
+        assert kv_app.diagnosis.at == d.onset
+        status = _plain(kv_app, "#status")
+        assert format_instant(d.onset)[11:19] in status
+        # Well before the onset nothing departs from its baseline: no cause is blamed.
+        for _ in range(3):
+            await pilot.press("shift+left")
+        await settle(pilot)
+        assert kv_app.diagnosis.at == d.onset - 1800
+        assert kv_app.diagnosis.top is None
+        assert "nothing to blame yet" in _plain(kv_app, "#verdict")
+        # Forward past the end stops at the last sample.
+        for _ in range(20):
+            await pilot.press("shift+right")
+        await settle(pilot)
+        assert kv_app.diagnosis.at == kv_app.snapshot.frame.end  # type: ignore[union-attr]
+
+
+async def test_space_plays_one_step_per_tick_and_pauses(graph: TriageGraph) -> None:
+    kv_app = fixture_app(graph, "kv-pressure-long-context", play_interval=3600)  # ticks driven by hand
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("o")
+        await settle(pilot)
+        at = kv_app.diagnosis.at  # type: ignore[union-attr]
+        await pilot.press("space")
+        assert kv_app.playing and "▶ playing" in _plain(kv_app, "#status")
+        kv_app._tick()
+        await settle(pilot)
+        assert kv_app.diagnosis.at == at + kv_app.snapshot.frame.step  # type: ignore[union-attr]
+        await pilot.press("space")
+        assert not kv_app.playing
+        kv_app._tick()
+        await settle(pilot)
+        assert kv_app.diagnosis.at == at + kv_app.snapshot.frame.step  # type: ignore[union-attr]
+
+
+@dataclass
+class FlakyFeed:
+    """A live feed that answers once, then fails: the last good picture must stay."""
+
+    inner: FixtureFeed
+    live: bool = True
+    label: str = "live flaky"
+    loads: list[float | None] = field(default_factory=list)
+
+    def load(self, at: float | None = None) -> Snapshot:
+        self.loads.append(at)
+        if len(self.loads) > 1:
+            raise ConnectionError("http://prometheus:9090: connection refused")
+        return self.inner.load(None)
+
+
+async def test_failing_source_shows_the_error_and_keeps_the_last_good_data(graph: TriageGraph) -> None:
+    fixture = load_fixture(str(FIXTURES / "kv-pressure-long-context.yaml"))
+    feed = FlakyFeed(FixtureFeed(fixture, kv_catalog()))
+    app = create_app(graph, feed, settings=Settings(symptom="tpot_slow", refresh=3600))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        good = app.diagnosis
+        assert good is not None and good.top is not None and good.top.cause == "kv_pressure"
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(feed.loads) == 2
+        status = _plain(app, "#status")
+        assert "FETCH FAILED: http://prometheus:9090: connection refused" in status
+        assert "showing the last good data" in status
+        assert app.diagnosis is good
+        assert "VERDICT kv_pressure" in _plain(app, "#verdict")
+
+
+def kv_catalog():  # type: ignore[no-untyped-def]
+    from signals.catalog import load_catalog
+
+    return load_catalog()
+
+
+async def test_enter_on_an_evidence_line_charts_it_with_its_promql(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = kv_app.query_one("#walk", WalkTree)
+        tree.focus()
+        target = None
+        stack = [tree.root]
+        while stack:
+            node = stack.pop()
+            if node.data == "kv_usage_ratio":
+                target = node
+                break
+            stack.extend(node.children)
+        assert target is not None
+        parent = target.parent
+        while parent is not None:
+            parent.expand()
+            parent = parent.parent
+        await pilot.pause()
+        tree.move_cursor(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = kv_app.screen
+        assert isinstance(screen, SignalScreen)
+        assert "vllm:kv_cache_usage_perc" in screen.promql
+        data = screen.chart.data
+        assert data.signal == "kv_usage_ratio" and data.onset == kv_app.diagnosis.onset  # type: ignore[union-attr]
+        assert len(data.replicas) > 1 and data.baseline is not None
+        await pilot.press("c")
+        assert kv_app.clipboard == screen.promql
+        await pilot.press("escape")
+        assert not isinstance(kv_app.screen, SignalScreen)
+
+
+async def test_copy_puts_the_first_actions_confirm_query_on_the_clipboard(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        kv_app.query_one("#actions", OptionList).focus()
+        await pilot.press("c")
+        first = kv_app.diagnosis.first_actions[0]  # type: ignore[union-attr]
+        assert kv_app.clipboard == (first.confirm or first.text)
+
+
+async def test_help_lists_every_key_binding(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(kv_app.screen, HelpScreen)
+        described = " ".join(k for k, _ in KEYS)
+        for binding in TriageApp.BINDINGS:
+            key = binding.key.split(",")[0]  # type: ignore[union-attr]
+            name = {
+                "question_mark": "?",
+                "left": "←",
+                "right": "→",
+                "shift+left": "shift+←",
+                "shift+right": "shift+→",
+            }.get(key, key)
+            assert name in described, f"key {key} is not in the help"
+        await pilot.press("escape")
+        assert not isinstance(kv_app.screen, HelpScreen)
+
+
+async def test_overview_flags_vanished_replicas_and_sorts_by_a_column(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "replica-down-queue-growth")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.query_one("#replicas", DataTable)
+        first_two = [table.get_row_at(i)[0].plain for i in range(2)]
+        assert first_two == ["vllm-2 gone", "vllm-5 gone"]
+        kv_tile = app.query_one("#tile-kv_usage_ratio", SignalTile)
+        assert kv_tile.tile is not None and kv_tile.tile.level == "bad"
+        assert "-bad" in kv_tile.classes
+        await pilot.click("#replicas", offset=(20, 0))  # the TTFT99 header: worst first
+        await pilot.pause()
+        column = table.get_column("ttft_p99_seconds")
+        values = [float(c.plain.rstrip("ms")) for c in column if c.plain != "—"]
+        assert values == sorted(values, reverse=True)
+
+
+async def test_alerts_tab_without_sources_says_how_to_get_them(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        assert "--alertmanager URL" in _plain(kv_app, "#alerts-note")
+
+
+async def test_gpu_fault_tile_names_the_faulty_replicas(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "gpu-throttling-hot-node")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tile = app.query_one("#tile-gpu_health", SignalTile).tile
+        assert tile is not None and tile.level == "bad" and tile.value == 2
+        assert "vllm-4" in tile.note and "vllm-7" in tile.note

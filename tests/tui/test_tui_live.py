@@ -1,0 +1,85 @@
+"""Live mode against a real Prometheus, and the UI staying responsive while a fetch stalls."""
+
+from __future__ import annotations
+
+import pytest
+from promserver import PromStandIn, Reply, require_prometheus_binaries
+from rich.text import Text
+from test_live import AT, raw_kv_incident
+from textual.widgets import Static, TabbedContent
+from tuiapp import settle
+
+from signals.catalog import QueryOptions, load_catalog
+from signals.prometheus import PrometheusSource
+from signals.tempprom import TemporaryPrometheus
+from triage.graph import TriageGraph
+from tui.app import Settings, SignalScreen
+from tui.cli import create_app
+from tui.feeds import PrometheusFeed
+from tui.widgets import SignalTile
+
+
+def _status(app: object) -> str:
+    content = app.query_one("#status", Static).content  # type: ignore[attr-defined]
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def _feed(url: str, timeout: float = 5.0) -> PrometheusFeed:
+    return PrometheusFeed(
+        PrometheusSource(url, timeout=timeout),
+        load_catalog(),
+        QueryOptions(selector='job="vllm"'),
+        lookback=5400,
+        step=30,
+        clock=lambda: AT,
+    )
+
+
+async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_it_goes(
+    graph: TriageGraph,
+) -> None:
+    require_prometheus_binaries()
+    with TemporaryPrometheus(raw_kv_incident()) as prom:
+        app = create_app(graph, _feed(prom.url), settings=Settings(symptom="tpot_slow", refresh=3600))
+        async with app.run_test(size=(130, 40)) as pilot:
+            await settle(pilot)
+            d = app.diagnosis
+            assert d is not None and d.top is not None and d.top.cause == "kv_pressure"
+            assert "scale_out" in {f.action for f in d.forbidden}
+            assert "gpu_xid" in d.missing_signals  # no DCGM here: a blind spot, never healthy
+            status = _status(app)
+            assert status.startswith("LIVE") and prom.url in status and "refreshed" in status
+            kv = app.query_one("#tile-kv_usage_ratio", SignalTile).tile
+            assert kv is not None and kv.level == "bad" and kv.value is not None and kv.value > 0.95
+            gpu = app.query_one("#tile-gpu_health", SignalTile).tile
+            assert gpu is not None and gpu.level == "blind"
+            app.action_drill("kv_usage_ratio")
+            await pilot.pause()
+            assert isinstance(app.screen, SignalScreen)
+            assert "vllm:kv_cache_usage_perc" in app.screen.promql and 'job="vllm"' in app.screen.promql
+            await pilot.press("escape")
+
+            prom.stop()
+            await pilot.press("r")
+            await settle(pilot)
+            status = _status(app)
+            assert "FETCH FAILED" in status and "showing the last good data" in status
+            assert app.diagnosis is d
+
+
+async def test_keys_are_handled_while_a_fetch_is_stalled(graph: TriageGraph) -> None:
+    with PromStandIn(Reply.stalled(3.0, then=Reply.names([]))) as stalled:
+        app = create_app(graph, _feed(stalled.url, timeout=2.0), settings=Settings(refresh=3600))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            fetches = [w for w in app.workers if w.group == "fetch"]
+            assert fetches and fetches[0].is_running
+            await pilot.press("2")
+            assert app.query_one(TabbedContent).active == "overview"
+            await pilot.press("question_mark")
+            assert type(app.screen).__name__ == "HelpScreen"
+            assert fetches[0].is_running  # all of that happened while the fetch was still out
+            await pilot.press("escape")
+            await settle(pilot)
+            assert app.snapshot is None and app.fetch_error is not None
+            assert "FETCH FAILED" in _status(app)

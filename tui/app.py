@@ -1,0 +1,577 @@
+"""The on-call terminal UI: the picture, the walk, the evidence and the actions.
+
+The app is given its knowledge (the graph), a feed and its settings; `create_app` is
+the one factory the CLI and the tests call. Feed loads and diagnoses run in thread
+workers and come back as typed messages (`tui.messages`); handlers store the result
+and hand it to widgets, which only render. Input is never blocked: a slow Prometheus
+delays the next picture, not the next key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, OptionList, Select, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+
+from signals.timeparse import format_duration, format_instant
+from triage.graph import TriageGraph
+from triage.model import AUTO, SYMPTOMS, Diagnosis
+from triage.rules import Slo
+from triage.walk import diagnose, symptom_from_alert
+from tui.alerts import AlertView, load_alerts
+from tui.feeds import Feed, Snapshot
+from tui.messages import AlertsLoaded, DiagnosisReady, FetchFailed, SnapshotLoaded
+from tui.view import chart_data, format_value, replica_rows, tile_specs, tiles
+from tui.widgets import (
+    Chart,
+    SignalTile,
+    StatusLine,
+    WalkTree,
+    action_text,
+    fmt_age,
+    replica_lines,
+    verdict_text,
+    warnings_text,
+)
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("?", "show every key"),
+    ("q", "quit"),
+    ("1 / 2 / 3", "Diagnosis / Overview / Alerts tab"),
+    ("s", "choose the symptom (six symptoms and auto)"),
+    ("enter", "drill down: chart the selected signal or evidence line, with its PromQL"),
+    ("c", "copy the highlighted action's confirm query (or the drill-down's PromQL)"),
+    ("← / →", "replay: one step back / forward"),
+    ("shift+← / shift+→", "replay: ten minutes back / forward"),
+    ("o", "replay: jump to the onset"),
+    ("space", "replay: play / pause"),
+    ("r", "live: refresh now (alerts too)"),
+    ("escape", "close the drill-down or this help"),
+)
+
+
+@dataclass
+class Settings:
+    """How the app runs: the symptom to start from, refresh period, alert sources."""
+
+    symptom: str = AUTO
+    symptom_source: str = ""
+    refresh: float = 15.0
+    play_interval: float = 0.5
+    alertmanager: str | None = None
+    service: str | None = None
+    service_token: str | None = None
+    clock: Callable[[], float] = field(default=time.time)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, in one table."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        text = Text("Keys\n\n", style="bold")
+        for key, meaning in KEYS:
+            text.append(f"{key:>18}  ", style="bold cyan")
+            text.append(f"{meaning}\n")
+        text.append(
+            "\nThe mouse works too: click a tab, a tree node, a column header to sort.", style="italic"
+        )
+        yield VerticalScroll(Static(text), id="help")
+
+
+class SignalScreen(ModalScreen[None]):
+    """One signal charted over the window, per replica, with the PromQL behind it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "dismiss", "close"),
+        Binding("c", "copy", "copy PromQL"),
+    ]
+
+    def __init__(self, title: str, chart: Chart, replicas: Text, query: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.chart = chart
+        self.replicas = replicas
+        self.promql = query
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="drill"):
+            yield Static(Text(self.title_text, style="bold"), id="drill-title")
+            yield self.chart
+            yield Static(Text.assemble(("PromQL  ", "bold"), (self.promql, "cyan")), id="drill-query")
+            with VerticalScroll(id="drill-replicas"):
+                yield Static(self.replicas)
+
+    def action_copy(self) -> None:
+        self.app.copy_to_clipboard(self.promql)
+        self.notify("PromQL copied")
+
+
+class TriageApp(App[None]):
+    """k9s for an LLM fleet: keyboard-first, dense, calm, never frozen."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "llm-triage"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (an instance variable in App)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "keys"),
+        Binding("1", "tab('diagnosis')", "diagnosis", show=False),
+        Binding("2", "tab('overview')", "overview", show=False),
+        Binding("3", "tab('alerts')", "alerts", show=False),
+        Binding("s", "symptom", "symptom"),
+        Binding("enter", "drill", "chart", show=False),
+        Binding("c", "copy", "copy", show=False),
+        # The time cursor wins over the focused widget (tabs, tables) in replay; live, the
+        # keys fall through to it (see check_action).
+        Binding("left", "step(-1)", "◀", show=False, priority=True),
+        Binding("right", "step(1)", "▶", show=False, priority=True),
+        Binding("shift+left", "jump(-600)", "−10m", show=False, priority=True),
+        Binding("shift+right", "jump(600)", "+10m", show=False, priority=True),
+        Binding("o", "onset", "onset", show=False),
+        Binding("space", "play", "play", show=False, priority=True),
+        Binding("r", "refresh", "refresh", show=False),
+    ]
+
+    def __init__(self, graph: TriageGraph, feed: Feed, slo: Slo, settings: Settings | None = None) -> None:
+        super().__init__()
+        self.graph = graph
+        self.feed = feed
+        self.settings = settings or Settings()
+        self.specs = tile_specs(slo)
+        self.symptom = self.settings.symptom
+        self.snapshot: Snapshot | None = None
+        self.cursor: float | None = None
+        self.diagnosis: Diagnosis | None = None
+        self.fetch_error: str | None = None
+        self.last_refresh: float | None = None
+        self.alerts: list[AlertView] = []
+        self.playing = False
+        self.pinned = False
+        self._seq = 0
+        self.shown_seq = 0
+        self._requested_at: float | None = None
+        self.last_diagnosis_seconds: float | None = None
+
+    # ----- layout -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        with TabbedContent(initial="diagnosis"):
+            with TabPane("Diagnosis [1]", id="diagnosis"):
+                with Horizontal(id="diagnosis-top"):
+                    yield Select(
+                        [(s.replace("_", " "), s) for s in (AUTO, *SYMPTOMS)],
+                        value=self.symptom,
+                        allow_blank=False,
+                        compact=True,
+                        id="symptom",
+                    )
+                    yield Static("", id="symptom-note")
+                with Horizontal(id="diagnosis-body"):
+                    with VerticalScroll(id="answer"):
+                        yield Static("loading…", id="verdict")
+                        yield Static(Text("FIRST ACTIONS  (c copies the confirm query)", style="bold"))
+                        yield OptionList(id="actions")
+                        yield Static("", id="warnings")
+                    yield WalkTree("walk", id="walk")
+            with TabPane("Overview [2]", id="overview"):
+                with Grid(id="tiles"):
+                    for spec in self.specs:
+                        yield SignalTile(spec.signal, spec.label)
+                yield DataTable(id="replicas", cursor_type="row", zebra_stripes=True)
+            with TabPane("Alerts [3]", id="alerts"):
+                yield Static(self._alerts_hint(), id="alerts-note")
+                yield DataTable(id="alert-table", cursor_type="row")
+        yield Footer()
+
+    def _alerts_hint(self) -> str:
+        if not (self.settings.alertmanager or self.settings.service):
+            return "No alert source: start with --alertmanager URL and/or --service URL."
+        return "loading alerts…"
+
+    def on_mount(self) -> None:
+        self.query_one("#alert-table", DataTable).add_columns("alert", "symptom", "started", "state", "cause")
+        self._render_status()
+        self.load_picture()
+        if self.feed.live:
+            self.set_interval(self.settings.refresh, self._refresh_live)
+        if self.settings.alertmanager or self.settings.service:
+            self.load_alerts_now()
+            self.set_interval(self.settings.refresh, self.load_alerts_now)
+        self.set_interval(self.settings.play_interval, self._tick)
+
+    # ----- workers ------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="fetch")
+    def load_picture(self, at: float | None = None, purpose: str = "picture") -> None:
+        """Load the feed (network for live) off the UI thread; the answer comes as a message."""
+        try:
+            snapshot = self.feed.load(at)
+        except Exception as exc:  # any feed failure is shown in place, never raised
+            self.post_message(
+                FetchFailed(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), time.time())
+            )
+            return
+        self.post_message(SnapshotLoaded(snapshot, purpose))
+
+    @work(thread=True, exclusive=True, group="diagnose")
+    def run_diagnosis(self, seq: int, snapshot: Snapshot, symptom: str, at: float, source: str) -> None:
+        started = time.perf_counter()
+        diagnosis = diagnose(self.graph, snapshot.frame, symptom, at, source=source)
+        if snapshot.problems:
+            diagnosis = replace(diagnosis, signal_problems=tuple(sorted(snapshot.problems.items())))
+        self.post_message(DiagnosisReady(seq, diagnosis, time.perf_counter() - started))
+
+    @work(thread=True, exclusive=True, group="alerts")
+    def load_alerts_now(self) -> None:
+        """Read Alertmanager and the service off the UI thread."""
+        alerts, errors = load_alerts(
+            self.settings.alertmanager, self.settings.service, self.settings.service_token
+        )
+        self.post_message(AlertsLoaded(alerts, errors))
+
+    def _refresh_live(self) -> None:
+        if not self.pinned:
+            self.load_picture()
+
+    # ----- messages -----------------------------------------------------------------------
+
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        self.snapshot = message.snapshot
+        self.fetch_error = None
+        self.last_refresh = message.snapshot.fetched_at
+        frame = message.snapshot.frame
+        if self.feed.live and message.purpose == "picture":
+            self.cursor = None
+            self.pinned = False
+        elif self.cursor is None or message.purpose == "alert":
+            self.cursor = min(max(message.snapshot.at, frame.start), frame.end)
+        self.request_diagnosis()
+
+    def on_fetch_failed(self, message: FetchFailed) -> None:
+        self.fetch_error = message.error
+        self.last_refresh = message.at
+        self._render_status()
+        if self.snapshot is None:
+            self.query_one("#verdict", Static).update(
+                Text(
+                    f"No signals yet: {message.error}\n"
+                    f"Retrying every {format_duration(self.settings.refresh)}; r retries now.",
+                    style="bold red",
+                )
+            )
+
+    def on_diagnosis_ready(self, message: DiagnosisReady) -> None:
+        if message.seq != self._seq:
+            return
+        self.diagnosis = message.diagnosis
+        self.shown_seq = message.seq
+        self.last_diagnosis_seconds = message.elapsed
+        self._render_all()
+
+    def on_alerts_loaded(self, message: AlertsLoaded) -> None:
+        self.alerts = message.alerts
+        table = self.query_one("#alert-table", DataTable)
+        table.clear()
+        for i, a in enumerate(message.alerts):
+            started = format_instant(a.starts_at)[5:16].replace("T", " ") if a.starts_at else "?"
+            table.add_row(a.alertname, a.symptom or "—", started, a.state, a.cause or "—", key=str(i))
+        note = f"{len(message.alerts)} firing · enter opens the diagnosis at the alert's start"
+        if message.errors:
+            note += " · " + " · ".join(message.errors)
+        self.query_one("#alerts-note", Static).update(Text(note, style="bold red" if message.errors else ""))
+
+    # ----- state to screen ----------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Waiting for a first picture, or a diagnosis is on its way (tests and benchmarks wait on this)."""
+        if self.snapshot is None:
+            return self.fetch_error is None
+        return self.shown_seq != self._seq
+
+    @property
+    def moment(self) -> float | None:
+        """The moment on screen: the cursor in replay, the newest sample live."""
+        if self.snapshot is None:
+            return None
+        return self.cursor if self.cursor is not None else self.snapshot.frame.end
+
+    def request_diagnosis(self) -> None:
+        at = self.moment
+        if self.snapshot is None or at is None:
+            return
+        self._seq += 1
+        self._requested_at = at
+        if self.symptom == AUTO:
+            source = "auto"
+        elif self.symptom == self.settings.symptom and self.settings.symptom_source:
+            source = self.settings.symptom_source
+        else:
+            source = "given"
+        self.run_diagnosis(self._seq, self.snapshot, self.symptom, at, source)
+        self._render_status()
+
+    def _render_status(self) -> None:
+        text = Text()
+        text.append("LIVE " if self.feed.live else "REPLAY ", style="bold reverse")
+        text.append(f" {self.feed.label}")
+        at = self.moment
+        if at is not None:
+            text.append(f" · {format_instant(at)[5:19].replace('T', ' ')}Z")
+            d = self.diagnosis
+            if d is not None and d.onset is not None:
+                delta = at - d.onset
+                sign = "+" if delta >= 0 else "−"
+                text.append(f" · onset {sign}{format_duration(abs(delta))}")
+        if not self.feed.live:
+            text.append(" · ▶ playing" if self.playing else " · ←/→ step, space play")
+        elif self.pinned:
+            text.append(" · at an alert's start; r returns to now")
+        elif self.last_refresh is not None:
+            text.append(f" · refreshed {fmt_age(max(0.0, self.settings.clock() - self.last_refresh))}")
+            text.append(f" every {format_duration(self.settings.refresh)}")
+        if self.fetch_error:
+            text.append(f" · FETCH FAILED: {self.fetch_error}", style="bold red")
+            if self.snapshot is not None:
+                text.append(" (showing the last good data)", style="red")
+        self.query_one("#status", StatusLine).update(text)
+
+    def _render_all(self) -> None:
+        d = self.diagnosis
+        snapshot = self.snapshot
+        if d is None or snapshot is None:
+            return
+        self._render_status()
+        note = f"symptom: {d.symptom} ({d.symptom_source})" if self.symptom == AUTO else ""
+        self.query_one("#symptom-note", Static).update(note)
+        self.query_one("#walk", WalkTree).show(d)
+        self.query_one("#verdict", Static).update(verdict_text(d))
+        actions = self.query_one("#actions", OptionList)
+        actions.clear_options()
+        if d.first_actions:
+            actions.add_options(
+                [
+                    Option(action_text(i, a.text, a.confirm), id=a.id)
+                    for i, a in enumerate(d.first_actions, start=1)
+                ]
+            )
+        else:
+            actions.add_option(Option(Text("none: nothing to act on", style="italic"), disabled=True))
+        self.query_one("#warnings", Static).update(warnings_text(d))
+        self._render_overview(snapshot, d)
+
+    def _render_overview(self, snapshot: Snapshot, d: Diagnosis) -> None:
+        for tile in tiles(snapshot.frame, d.at, d.baseline_window, self.specs):
+            self.query_one(f"#tile-{tile.signal}", SignalTile).show(tile)
+        table = self.query_one("#replicas", DataTable)
+        columns, rows = replica_rows(snapshot.frame, d.at)
+        sort = getattr(self, "_sort", None)
+        table.clear(columns=True)
+        table.add_column("replica", key="replica")
+        for signal, label in columns:
+            table.add_column(label, key=signal)
+        rows.sort(key=lambda r: (not r.flagged, r.replica))
+        for row in rows:
+            cells: list[Text] = []
+            name = Text(row.replica, style="bold red" if row.flagged else "")
+            if row.vanished:
+                name.append(" gone", style="bold red")
+            if row.gpu_fault:
+                name.append(" gpu", style="bold red")
+            cells.append(name)
+            for ci, value in enumerate(row.values):
+                signal = columns[ci][0]
+                style = "bold red reverse" if ci in row.outliers else ""
+                cells.append(Text(format_value(value, signal, compact=True), style=style, justify="right"))
+            table.add_row(*cells, key=row.replica)
+        if sort is not None and sort[0] in {c[0] for c in columns} | {"replica"}:
+            self._sort_table(table, sort[0], sort[1])
+
+    # ----- actions ------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Cursor keys belong to the replay; live, and under a dialog, they go to the widgets."""
+        if action in ("step", "jump", "play"):
+            return not self.feed.live and not isinstance(self.screen, ModalScreen)
+        return True
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_symptom(self) -> None:
+        self.action_tab("diagnosis")
+        select = self.query_one("#symptom", Select)
+        select.focus()
+        select.action_show_overlay()
+
+    @on(Select.Changed, "#symptom")
+    def symptom_changed(self, event: Select.Changed) -> None:
+        value = str(event.value)
+        if value != self.symptom:
+            self.symptom = value
+            self.request_diagnosis()
+
+    def _step_size(self) -> float:
+        return self.snapshot.frame.step if self.snapshot is not None else 60.0
+
+    def _move(self, to: float) -> None:
+        if self.feed.live or self.snapshot is None:
+            if self.feed.live:
+                self.notify("The time cursor is for replay (--fixture); live follows now.", timeout=3)
+            return
+        frame = self.snapshot.frame
+        target = min(max(to, frame.start + frame.step), frame.end)
+        if target != self.cursor:
+            self.cursor = target
+            self.request_diagnosis()
+
+    def action_step(self, steps: int) -> None:
+        if self.cursor is not None:
+            self._move(self.cursor + steps * self._step_size())
+        else:
+            self._move(0)
+
+    def action_jump(self, seconds: float) -> None:
+        if self.cursor is not None:
+            self._move(self.cursor + seconds)
+        else:
+            self._move(0)
+
+    def action_onset(self) -> None:
+        if self.diagnosis is None or self.diagnosis.onset is None:
+            self.notify("No onset found at this moment.", timeout=3)
+            return
+        self._move(self.diagnosis.onset)
+
+    def action_play(self) -> None:
+        if self.feed.live:
+            self._move(0)
+            return
+        self.playing = not self.playing
+        self._render_status()
+
+    def _tick(self) -> None:
+        if self.playing and self.snapshot is not None and self.cursor is not None:
+            if self.cursor >= self.snapshot.frame.end:
+                self.playing = False
+                self._render_status()
+                return
+            self._move(self.cursor + self._step_size())
+        elif self.feed.live and self.last_refresh is not None:
+            self._render_status()
+
+    def action_refresh(self) -> None:
+        self.load_picture()
+        if self.settings.alertmanager or self.settings.service:
+            self.load_alerts_now()
+
+    def action_copy(self) -> None:
+        if self.diagnosis is None:
+            return
+        actions = self.query_one("#actions", OptionList)
+        index = actions.highlighted if actions.highlighted is not None else 0
+        if index >= len(self.diagnosis.first_actions):
+            self.notify("No action to copy.", timeout=3)
+            return
+        action = self.diagnosis.first_actions[index]
+        self.copy_to_clipboard(action.confirm or action.text)
+        self.notify(f"Copied: {action.confirm or action.text}", timeout=4)
+
+    def _selected_signal(self) -> str | None:
+        focused = self.focused
+        if isinstance(focused, WalkTree):
+            return focused.signal_at_cursor()
+        if isinstance(focused, SignalTile):
+            return focused.signal if focused.signal != "gpu_health" else "gpu_throttle"
+        if isinstance(focused, DataTable) and focused.id == "replicas":
+            column = (
+                focused.ordered_columns[focused.cursor_column].key.value if focused.ordered_columns else None
+            )
+            return column if column and column != "replica" else "ttft_p99_seconds"
+        if self.diagnosis is not None and self.diagnosis.top and self.diagnosis.top.evidence:
+            return self.diagnosis.top.evidence[0].signal
+        return None
+
+    def action_drill(self, signal: str | None = None) -> None:
+        focused = self.focused
+        if signal is None and isinstance(focused, DataTable) and focused.id == "alert-table":
+            self.open_alert(focused.cursor_row)
+            return
+        if signal is None and isinstance(focused, (OptionList, Select)):
+            return
+        signal = signal or self._selected_signal()
+        if signal is None or self.snapshot is None or self.diagnosis is None:
+            self.notify("Select a signal or an evidence line first.", timeout=3)
+            return
+        d = self.diagnosis
+        data = chart_data(self.snapshot.frame, signal, d.at, d.baseline_window, d.onset)
+        red = next((s.red_line for s in self.specs if s.signal == signal), None)
+        base = f" · baseline {data.baseline:.4g}" if data.baseline is not None else ""
+        title = f"{signal} · up to {format_instant(d.at)}{base} · {len(data.replicas)} replicas"
+        query = self.snapshot.queries.get(signal, "(no catalog query for this signal)")
+        self.push_screen(SignalScreen(title, Chart(data, red, id="chart"), replica_lines(data, 100), query))
+
+    @on(WalkTree.NodeSelected)
+    def tree_selected(self, event: WalkTree.NodeSelected[str]) -> None:
+        if event.node.data:
+            self.action_drill(event.node.data)
+
+    @on(DataTable.HeaderSelected, "#replicas")
+    def header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        previous = getattr(self, "_sort", None)
+        reverse = not previous[1] if previous and previous[0] == key else key != "replica"
+        self._sort = (key, reverse)
+        self._sort_table(event.data_table, key, reverse)
+
+    @staticmethod
+    def _sort_table(table: DataTable[Text], key: str, reverse: bool) -> None:
+        def number(cell: Text) -> tuple[int, float | str]:
+            raw = cell.plain.split()[0] if cell.plain.split() else ""
+            digits = "".join(ch for ch in raw if ch.isdigit() or ch in ".-")
+            try:
+                return (0, float(digits))
+            except ValueError:
+                return (1, cell.plain)
+
+        if key == "replica":
+            table.sort(key, key=lambda c: c.plain, reverse=reverse)
+        else:
+            table.sort(key, key=number, reverse=reverse)
+
+    @on(DataTable.RowSelected, "#alert-table")
+    def alert_selected(self, event: DataTable.RowSelected) -> None:
+        self.open_alert(event.cursor_row)
+
+    def open_alert(self, row: int) -> None:
+        if not 0 <= row < len(self.alerts):
+            return
+        alert = self.alerts[row]
+        symptom = symptom_from_alert(alert.labels, self.graph.knowledge) or AUTO
+        self.symptom = symptom
+        self.settings = replace(self.settings, symptom=symptom, symptom_source="alert")
+        self.query_one("#symptom", Select).value = symptom
+        self.action_tab("diagnosis")
+        if alert.starts_at is None:
+            self.request_diagnosis()
+        elif self.feed.live:
+            self.pinned = True
+            self.load_picture(alert.starts_at, "alert")
+        else:
+            self._move(alert.starts_at)
