@@ -14,12 +14,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from signals.vocabulary import REPLICA_LABEL, SIGNALS, Aggregation
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -211,6 +214,9 @@ class SignalFrame:
         return self._presence
 
     def to_pandas(self, signal: str) -> pd.DataFrame:
+        # Imported here: pandas costs a fifth of a second at start-up and only this needs it.
+        import pandas as pd
+
         """One signal as a DataFrame: a UTC time index, one column per series."""
         rows = self._by_signal.get(signal, [])
         columns = {",".join(f"{k}={v}" for k, v in s.labels) or "fleet": s.values for s in rows}

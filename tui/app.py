@@ -161,6 +161,7 @@ class TriageApp(App[None]):
         self.pinned = False
         self._seq = 0
         self.shown_seq = 0
+        self._overview_stale = False
         self._requested_at: float | None = None
         self.last_diagnosis_seconds: float | None = None
 
@@ -214,7 +215,9 @@ class TriageApp(App[None]):
 
     # ----- workers ------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="fetch")
+    # Every worker names itself: without a description Textual reprs the arguments, and the
+    # repr of a frame prints every array (most of a second on a large fleet).
+    @work(thread=True, exclusive=True, group="fetch", description="load the feed")
     def load_picture(self, at: float | None = None, purpose: str = "picture") -> None:
         """Load the feed (network for live) off the UI thread; the answer comes as a message."""
         try:
@@ -226,7 +229,7 @@ class TriageApp(App[None]):
             return
         self.post_message(SnapshotLoaded(snapshot, purpose))
 
-    @work(thread=True, exclusive=True, group="diagnose")
+    @work(thread=True, exclusive=True, group="diagnose", description="diagnose")
     def run_diagnosis(self, seq: int, snapshot: Snapshot, symptom: str, at: float, source: str) -> None:
         started = time.perf_counter()
         diagnosis = diagnose(self.graph, snapshot.frame, symptom, at, source=source)
@@ -234,7 +237,7 @@ class TriageApp(App[None]):
             diagnosis = replace(diagnosis, signal_problems=tuple(sorted(snapshot.problems.items())))
         self.post_message(DiagnosisReady(seq, diagnosis, time.perf_counter() - started))
 
-    @work(thread=True, exclusive=True, group="alerts")
+    @work(thread=True, exclusive=True, group="alerts", description="load alerts")
     def load_alerts_now(self) -> None:
         """Read Alertmanager and the service off the UI thread."""
         alerts, errors = load_alerts(
@@ -371,9 +374,21 @@ class TriageApp(App[None]):
         else:
             actions.add_option(Option(Text("none: nothing to act on", style="italic"), disabled=True))
         self.query_one("#warnings", Static).update(warnings_text(d))
-        self._render_overview(snapshot, d)
+        self._overview_stale = True
+        if self.query_one(TabbedContent).active == "overview":
+            self._render_overview()
 
-    def _render_overview(self, snapshot: Snapshot, d: Diagnosis) -> None:
+    @on(TabbedContent.TabActivated)
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "overview" and self._overview_stale:
+            self._render_overview()
+
+    def _render_overview(self) -> None:
+        """Tiles and the replica table, drawn only while visible: 64 rows cost more than the walk."""
+        d, snapshot = self.diagnosis, self.snapshot
+        if d is None or snapshot is None:
+            return
+        self._overview_stale = False
         for tile in tiles(snapshot.frame, d.at, d.baseline_window, self.specs):
             self.query_one(f"#tile-{tile.signal}", SignalTile).show(tile)
         table = self.query_one("#replicas", DataTable)

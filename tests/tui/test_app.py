@@ -268,6 +268,8 @@ async def test_gpu_fault_tile_names_the_faulty_replicas(graph: TriageGraph) -> N
     app = fixture_app(graph, "gpu-throttling-hot-node")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
+        await pilot.press("2")
+        await pilot.pause()
         tile = app.query_one("#tile-gpu_health", SignalTile).tile
         assert tile is not None and tile.level == "bad" and tile.value == 2
         assert "vllm-4" in tile.note and "vllm-7" in tile.note

@@ -61,3 +61,16 @@ def test_without_a_terminal_it_says_what_to_use_instead(capsys: pytest.CaptureFi
 def test_other_commands_still_run_through_the_console_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "--fixture", KV, "--format", "json"]) == 0
     assert '"cause": "kv_pressure"' in capsys.readouterr().out
+
+
+def test_readme_shows_the_screenshot_and_every_key() -> None:
+    from pathlib import Path
+
+    from tui.app import KEYS
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## On call: the terminal UI") :]
+    for key, meaning in KEYS:
+        assert f"| `{key}` | {meaning} |" in section
+    assert "](docs/tui-diagnosis.svg)" in section and (root / "docs" / "tui-diagnosis.svg").exists()

@@ -49,6 +49,8 @@ async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_
             assert "gpu_xid" in d.missing_signals  # no DCGM here: a blind spot, never healthy
             status = _status(app)
             assert status.startswith("LIVE") and prom.url in status and "refreshed" in status
+            await pilot.press("2")
+            await pilot.pause()
             kv = app.query_one("#tile-kv_usage_ratio", SignalTile).tile
             assert kv is not None and kv.level == "bad" and kv.value is not None and kv.value > 0.95
             gpu = app.query_one("#tile-gpu_health", SignalTile).tile
