@@ -112,7 +112,9 @@ def cursor_steps(steps: int) -> tuple[list[float], list[float], int]:
     if not BIG.exists():
         build_big()
     fixture = load_fixture(str(BIG))
-    app = create_app(load_graph(), FixtureFeed(fixture, load_catalog()), settings=Settings(symptom="tpot_slow"))
+    app = create_app(
+        load_graph(), FixtureFeed(fixture, load_catalog()), settings=Settings(symptom="tpot_slow")
+    )
     total: list[float] = []
     walk: list[float] = []
     rendered: list[float] = []
@@ -208,7 +210,9 @@ def keys_while_stalled(keys: int) -> tuple[list[float], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5, help="fresh processes for the first paint (default 5)")
     parser.add_argument("--fixture", default="fixtures/replica-down-queue-growth.yaml")
     parser.add_argument("--steps", type=int, default=40, help="cursor steps on the big fixture (default 40)")
@@ -222,17 +226,27 @@ def main(argv: list[str] | None = None) -> int:
         return f"{value * 1000:.0f} ms"
 
     rows = [
-        ("first paint, median of fresh launches", f"{statistics.median(paint):.2f} s", "≤ 1.5 s",
-         statistics.median(paint) <= 1.5),
+        (
+            "first paint, median of fresh launches",
+            f"{statistics.median(paint):.2f} s",
+            "≤ 1.5 s",
+            statistics.median(paint) <= 1.5,
+        ),
         ("first paint, slowest launch", f"{max(paint):.2f} s", "—", None),
-        (f"cursor step, {replicas} replicas, median", ms(statistics.median(steps)), "≤ 100 ms",
-         statistics.median(steps) <= 0.1),
+        (
+            f"cursor step, {replicas} replicas, median",
+            ms(statistics.median(steps)),
+            "≤ 100 ms",
+            statistics.median(steps) <= 0.1,
+        ),
         ("cursor step, worst", ms(max(steps)), "—", None),
         ("  of which the diagnosis (worker thread), median", ms(statistics.median(walks)), "—", None),
         ("key handled during a stalled fetch, worst", ms(max(keys)), "≤ 100 ms", max(keys) <= 0.1),
     ]
-    print(f"triage tui benchmark · {args.fixture} (top cause {top}) · {len(paint)} launches, "
-          f"{len(steps)} steps, {len(keys)} keys (fetch still in flight after them: {in_flight})")
+    print(
+        f"triage tui benchmark · {args.fixture} (top cause {top}) · {len(paint)} launches, "
+        f"{len(steps)} steps, {len(keys)} keys (fetch still in flight after them: {in_flight})"
+    )
     print("| measure | figure | target |")
     print("| --- | --- | --- |")
     for name, figure, target, ok in rows:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from promserver import PromStandIn, Reply, require_prometheus_binaries
 from rich.text import Text
 from test_live import AT, raw_kv_incident
