@@ -71,6 +71,7 @@ class Settings:
     alertmanager: str | None = None
     service: str | None = None
     service_token: str | None = None
+    theme: str = "textual-dark"
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -203,6 +204,7 @@ class TriageApp(App[None]):
         return "loading alerts…"
 
     def on_mount(self) -> None:
+        self.theme = self.settings.theme
         self.query_one("#alert-table", DataTable).add_columns("alert", "symptom", "started", "state", "cause")
         self._render_status()
         self.load_picture()
@@ -513,7 +515,7 @@ class TriageApp(App[None]):
         if isinstance(focused, WalkTree):
             return focused.signal_at_cursor()
         if isinstance(focused, SignalTile):
-            return focused.signal if focused.signal != "gpu_health" else "gpu_throttle"
+            return focused.chart_signal
         if isinstance(focused, DataTable) and focused.id == "replicas":
             column = (
                 focused.ordered_columns[focused.cursor_column].key.value if focused.ordered_columns else None
@@ -541,6 +543,10 @@ class TriageApp(App[None]):
         title = f"{signal} · up to {format_instant(d.at)}{base} · {len(data.replicas)} replicas"
         query = self.snapshot.queries.get(signal, "(no catalog query for this signal)")
         self.push_screen(SignalScreen(title, Chart(data, red, id="chart"), replica_lines(data, 100), query))
+
+    @on(SignalTile.Chosen)
+    def tile_chosen(self, event: SignalTile.Chosen) -> None:
+        self.action_drill(event.signal)
 
     @on(WalkTree.NodeSelected)
     def tree_selected(self, event: WalkTree.NodeSelected[str]) -> None:

@@ -49,6 +49,9 @@ NO_COLOR=1 turns colour off.
 """
 
 
+THEMES = {"dark": "textual-dark", "light": "textual-light"}
+
+
 def create_app(
     graph: TriageGraph,
     feed: Feed,
@@ -84,6 +87,12 @@ def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--service", metavar="URL", help="attach annotations from a `triage serve` service")
     p.add_argument("--service-token-file", metavar="FILE", help="bearer token file for --service")
     p.add_argument("--slo", metavar="FILE", help="SLO file for the red lines (default: the bundled one)")
+    p.add_argument(
+        "--theme",
+        choices=sorted(THEMES),
+        default="dark",
+        help="colours for a dark or a light terminal (default dark; ctrl+p switches on screen)",
+    )
     add_prometheus_options(p)
     core.add_playbook_option(p)
 
@@ -109,6 +118,7 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
         alertmanager=_url(args.alertmanager, "--alertmanager"),
         service=_url(args.service, "--service"),
         service_token=Path(args.service_token_file).read_text().strip() if args.service_token_file else None,
+        theme=THEMES[args.theme],
     )
     feed: Feed
     if args.fixture:

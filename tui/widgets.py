@@ -12,6 +12,7 @@ import math
 import numpy as np
 from rich.text import Text
 from textual.app import RenderResult
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
@@ -40,6 +41,21 @@ class SignalTile(Widget, can_focus=True):
         self.label = label
         self.tile: Tile | None = None
         self.border_title = label
+
+    class Chosen(Message):
+        """The tile was clicked: chart its signal."""
+
+        def __init__(self, signal: str) -> None:
+            super().__init__()
+            self.signal = signal
+
+    @property
+    def chart_signal(self) -> str:
+        """The signal its drill-down charts (GPU health is a roll-up; throttling is its commonest part)."""
+        return "gpu_throttle" if self.signal == "gpu_health" else self.signal
+
+    def on_click(self) -> None:
+        self.post_message(self.Chosen(self.chart_signal))
 
     def show(self, tile: Tile) -> None:
         self.tile = tile

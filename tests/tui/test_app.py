@@ -273,3 +273,15 @@ async def test_gpu_fault_tile_names_the_faulty_replicas(graph: TriageGraph) -> N
         tile = app.query_one("#tile-gpu_health", SignalTile).tile
         assert tile is not None and tile.level == "bad" and tile.value == 2
         assert "vllm-4" in tile.note and "vllm-7" in tile.note
+
+
+async def test_clicking_a_tile_charts_its_signal(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "replica-down-queue-growth")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.click("#tile-queue_waiting")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen)
+        assert app.screen.chart.data.signal == "queue_waiting"

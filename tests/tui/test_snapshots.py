@@ -60,3 +60,9 @@ def test_signal_drilldown(graph: TriageGraph, snap_compare: SnapCompare) -> None
 def test_help_screen(graph: TriageGraph, snap_compare: SnapCompare) -> None:
     app = fixture_app(graph, "kv-pressure-long-context")
     assert snap_compare(app, terminal_size=(100, 30), run_before=_then("question_mark"))
+
+
+def test_light_theme(graph: TriageGraph, snap_compare: SnapCompare) -> None:
+    app = fixture_app(graph, "replica-down-queue-growth")
+    app.settings.theme = "textual-light"
+    assert snap_compare(app, terminal_size=(110, 32), run_before=_ready)
