@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer, OptionList, Select, Static, Tabbe
 from textual.widgets.option_list import Option
 
 from signals.timeparse import format_duration, format_instant
+from signals.vocabulary import SIGNALS
 from triage.graph import TriageGraph
 from triage.model import AUTO, SYMPTOMS, Diagnosis
 from triage.rules import Slo
@@ -164,6 +165,7 @@ class TriageApp(App[None]):
         self._seq = 0
         self.shown_seq = 0
         self._overview_stale = False
+        self.sort_by: tuple[str, bool] | None = None
         self._requested_at: float | None = None
         self.last_diagnosis_seconds: float | None = None
 
@@ -401,12 +403,19 @@ class TriageApp(App[None]):
             self.query_one(f"#tile-{tile.signal}", SignalTile).show(tile)
         table = self.query_one("#replicas", DataTable)
         columns, rows = replica_rows(snapshot.frame, d.at)
-        sort = getattr(self, "_sort", None)
         table.clear(columns=True)
         table.add_column("replica", key="replica")
         for signal, label in columns:
             table.add_column(label, key=signal)
         rows.sort(key=lambda r: (not r.flagged, r.replica))
+        keys = [c[0] for c in columns]
+        if self.sort_by is not None and self.sort_by[0] in keys:
+            index, reverse = keys.index(self.sort_by[0]), self.sort_by[1]
+            present = [r for r in rows if r.values[index] is not None]
+            present.sort(key=lambda r: r.values[index] or 0.0, reverse=reverse)
+            rows = present + [r for r in rows if r.values[index] is None]  # unknown last, either way
+        elif self.sort_by is not None and self.sort_by[0] == "replica":
+            rows.sort(key=lambda r: r.replica, reverse=self.sort_by[1])
         for row in rows:
             cells: list[Text] = []
             name = Text(row.replica, style="bold red" if row.flagged else "")
@@ -420,8 +429,6 @@ class TriageApp(App[None]):
                 style = "bold red reverse" if ci in row.outliers else ""
                 cells.append(Text(format_value(value, signal, compact=True), style=style, justify="right"))
             table.add_row(*cells, key=row.replica)
-        if sort is not None and sort[0] in {c[0] for c in columns} | {"replica"}:
-            self._sort_table(table, sort[0], sort[1])
 
     # ----- actions ------------------------------------------------------------------------
 
@@ -561,26 +568,13 @@ class TriageApp(App[None]):
 
     @on(DataTable.HeaderSelected, "#replicas")
     def header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """Sort by the clicked column, by value (worst first); a second click reverses."""
         key = str(event.column_key.value)
-        previous = getattr(self, "_sort", None)
-        reverse = not previous[1] if previous and previous[0] == key else key != "replica"
-        self._sort = (key, reverse)
-        self._sort_table(event.data_table, key, reverse)
-
-    @staticmethod
-    def _sort_table(table: DataTable[Text], key: str, reverse: bool) -> None:
-        def number(cell: Text) -> tuple[int, float | str]:
-            raw = cell.plain.split()[0] if cell.plain.split() else ""
-            digits = "".join(ch for ch in raw if ch.isdigit() or ch in ".-")
-            try:
-                return (0, float(digits))
-            except ValueError:
-                return (1, cell.plain)
-
-        if key == "replica":
-            table.sort(key, key=lambda c: c.plain, reverse=reverse)
-        else:
-            table.sort(key, key=number, reverse=reverse)
+        previous = self.sort_by
+        worst_first = key in SIGNALS and SIGNALS[key].higher_is_worse
+        reverse = not previous[1] if previous and previous[0] == key else worst_first
+        self.sort_by = (key, reverse)
+        self._render_overview()
 
     @on(DataTable.RowSelected, "#alert-table")
     def alert_selected(self, event: DataTable.RowSelected) -> None:

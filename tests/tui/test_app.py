@@ -237,7 +237,7 @@ async def test_help_lists_every_key_binding(kv_app: TriageApp) -> None:
         assert not isinstance(kv_app.screen, HelpScreen)
 
 
-async def test_overview_flags_vanished_replicas_and_sorts_by_a_column(graph: TriageGraph) -> None:
+async def test_overview_flags_vanished_replicas_first(graph: TriageGraph) -> None:
     app = fixture_app(graph, "replica-down-queue-growth")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -249,11 +249,29 @@ async def test_overview_flags_vanished_replicas_and_sorts_by_a_column(graph: Tri
         kv_tile = app.query_one("#tile-kv_usage_ratio", SignalTile)
         assert kv_tile.tile is not None and kv_tile.tile.level == "bad"
         assert "-bad" in kv_tile.classes
-        await pilot.click("#replicas", offset=(20, 0))  # the TTFT99 header: worst first
+
+
+def _seconds(cell: Text) -> float:
+    text = cell.plain
+    return float(text[:-2]) / 1000 if text.endswith("ms") else float(text[:-1])
+
+
+async def test_clicking_a_header_sorts_by_value_worst_first_then_reverses(kv_app: TriageApp) -> None:
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
         await pilot.pause()
-        column = table.get_column("ttft_p99_seconds")
-        values = [float(c.plain.rstrip("ms")) for c in column if c.plain != "—"]
+        table = kv_app.query_one("#replicas", DataTable)
+        cells = list(table.get_column("ttft_p99_seconds"))
+        assert {c.plain[-2:] == "ms" for c in cells} == {True, False}  # 942ms beside 1.11s
+        await pilot.click("#replicas", offset=(12, 0))  # the TTFT99 header
+        await pilot.pause()
+        values = [_seconds(c) for c in table.get_column("ttft_p99_seconds")]
         assert values == sorted(values, reverse=True)
+        await pilot.click("#replicas", offset=(12, 0))
+        await pilot.pause()
+        values = [_seconds(c) for c in table.get_column("ttft_p99_seconds")]
+        assert values == sorted(values)
 
 
 async def test_alerts_tab_without_sources_says_how_to_get_them(kv_app: TriageApp) -> None:
