@@ -32,7 +32,7 @@ from triage.rules import Slo
 from triage.walk import diagnose, symptom_from_alert
 from tui.alerts import AlertView, load_alerts
 from tui.feeds import Feed, Snapshot
-from tui.messages import AlertsLoaded, DiagnosisReady, FetchFailed, SnapshotLoaded
+from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
 from tui.view import chart_data, format_value, replica_rows, tile_specs, tiles
 from tui.widgets import (
     Chart,
@@ -166,7 +166,6 @@ class TriageApp(App[None]):
         self.shown_seq = 0
         self._overview_stale = False
         self.sort_by: tuple[str, bool] | None = None
-        self._requested_at: float | None = None
         self.last_diagnosis_seconds: float | None = None
 
     # ----- layout -------------------------------------------------------------------------
@@ -240,7 +239,11 @@ class TriageApp(App[None]):
     @work(thread=True, exclusive=True, group="diagnose", description="diagnose")
     def run_diagnosis(self, seq: int, snapshot: Snapshot, symptom: str, at: float, source: str) -> None:
         started = time.perf_counter()
-        diagnosis = diagnose(self.graph, snapshot.frame, symptom, at, source=source)
+        try:
+            diagnosis = diagnose(self.graph, snapshot.frame, symptom, at, source=source)
+        except Exception as exc:  # a bug must show as a line on screen, not take the screen down
+            self.post_message(DiagnosisFailed(seq, f"{type(exc).__name__}: {exc}"))
+            return
         if snapshot.problems:
             diagnosis = replace(diagnosis, signal_problems=tuple(sorted(snapshot.problems.items())))
         self.post_message(DiagnosisReady(seq, diagnosis, time.perf_counter() - started))
@@ -248,9 +251,12 @@ class TriageApp(App[None]):
     @work(thread=True, exclusive=True, group="alerts", description="load alerts")
     def load_alerts_now(self) -> None:
         """Read Alertmanager and the service off the UI thread."""
-        alerts, errors = load_alerts(
-            self.settings.alertmanager, self.settings.service, self.settings.service_token
-        )
+        try:
+            alerts, errors = load_alerts(
+                self.settings.alertmanager, self.settings.service, self.settings.service_token
+            )
+        except Exception as exc:  # an unexpected answer is an error line on the Alerts tab
+            alerts, errors = [], [f"{type(exc).__name__}: {exc}"]
         self.post_message(AlertsLoaded(alerts, errors))
 
     def _refresh_live(self) -> None:
@@ -294,6 +300,14 @@ class TriageApp(App[None]):
         self.last_diagnosis_seconds = message.elapsed
         self._render_all()
 
+    def on_diagnosis_failed(self, message: DiagnosisFailed) -> None:
+        if message.seq != self._seq:
+            return
+        self.shown_seq = message.seq
+        self.query_one("#verdict", Static).update(
+            Text(f"The diagnosis failed: {message.error} (please report it)", style="bold red")
+        )
+
     def on_alerts_loaded(self, message: AlertsLoaded) -> None:
         self.alerts = message.alerts
         table = self.query_one("#alert-table", DataTable)
@@ -327,7 +341,6 @@ class TriageApp(App[None]):
         if self.snapshot is None or at is None:
             return
         self._seq += 1
-        self._requested_at = at
         if self.symptom == AUTO:
             source = "auto"
         elif self.symptom == self.settings.symptom and self.settings.symptom_source:

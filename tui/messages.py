@@ -37,6 +37,15 @@ class DiagnosisReady(Message):
         self.elapsed = elapsed
 
 
+class DiagnosisFailed(Message):
+    """The walk raised: shown in place of the verdict, the app keeps running."""
+
+    def __init__(self, seq: int, error: str) -> None:
+        super().__init__()
+        self.seq = seq
+        self.error = error
+
+
 class AlertsLoaded(Message):
     """Firing alerts and their annotations, or why they could not be read."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from rich.text import Text
 from textual.widgets import DataTable, OptionList, Select, Static
 from tuiapp import FIXTURES, fixture_app, settle
@@ -303,3 +304,19 @@ async def test_clicking_a_tile_charts_its_signal(graph: TriageGraph) -> None:
         await pilot.pause()
         assert isinstance(app.screen, SignalScreen)
         assert app.screen.chart.data.signal == "queue_waiting"
+
+
+async def test_a_diagnosis_that_raises_is_a_line_on_screen_not_a_crash(
+    kv_app: TriageApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("walk exploded")
+
+    monkeypatch.setattr("tui.app.diagnose", broken)
+    async with kv_app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert kv_app.is_running and kv_app.diagnosis is None
+        assert "The diagnosis failed: RuntimeError: walk exploded" in _plain(kv_app, "#verdict")
+        await pilot.press("left")  # and the keys still work
+        await settle(pilot)
+        assert kv_app.is_running
