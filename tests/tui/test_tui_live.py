@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from promserver import PromStandIn, Reply, require_prometheus_binaries
 from rich.text import Text
-from test_live import AT, raw_kv_incident
+from test_live import raw_kv_incident
 from textual.widgets import Static, TabbedContent
-from tuiapp import settle
+from tuiapp import live_feed, settle
 
-from signals.catalog import QueryOptions, load_catalog
-from signals.prometheus import PrometheusSource
 from signals.tempprom import TemporaryPrometheus
 from triage.graph import TriageGraph
 from tui.app import Settings, SignalScreen
 from tui.cli import create_app
-from tui.feeds import PrometheusFeed
 from tui.widgets import SignalTile
 
 
@@ -23,23 +20,12 @@ def _status(app: object) -> str:
     return content.plain if isinstance(content, Text) else str(content)
 
 
-def _feed(url: str, timeout: float = 5.0) -> PrometheusFeed:
-    return PrometheusFeed(
-        PrometheusSource(url, timeout=timeout),
-        load_catalog(),
-        QueryOptions(selector='job="vllm"'),
-        lookback=5400,
-        step=30,
-        clock=lambda: AT,
-    )
-
-
 async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_it_goes(
     graph: TriageGraph,
 ) -> None:
     require_prometheus_binaries()
     with TemporaryPrometheus(raw_kv_incident()) as prom:
-        app = create_app(graph, _feed(prom.url), settings=Settings(symptom="tpot_slow", refresh=3600))
+        app = create_app(graph, live_feed(prom.url), settings=Settings(symptom="tpot_slow", refresh=3600))
         async with app.run_test(size=(130, 40)) as pilot:
             await settle(pilot)
             d = app.diagnosis
@@ -70,7 +56,7 @@ async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_
 
 async def test_keys_are_handled_while_a_fetch_is_stalled(graph: TriageGraph) -> None:
     with PromStandIn(Reply.stalled(3.0, then=Reply.names([]))) as stalled:
-        app = create_app(graph, _feed(stalled.url, timeout=2.0), settings=Settings(refresh=3600))
+        app = create_app(graph, live_feed(stalled.url, timeout=2.0), settings=Settings(refresh=3600))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             fetches = [w for w in app.workers if w.group == "fetch"]
