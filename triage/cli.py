@@ -52,6 +52,7 @@ from triage.scorecard import (
     render_scorecard,
     scorecard_format,
 )
+from triage.service.command import add_serve_parser, run_serve
 from triage.sourceargs import (
     SourceArgError,
     add_prometheus_options,
@@ -296,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pc.add_argument("--first", action="store_true", help="stop at the first problem")
     _add_common(pc)
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -860,6 +863,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_audit(args, out)
         if args.command == "playbooks" and args.playbooks_command == "check":
             return cmd_playbooks_check(args, out)
+        if args.command == "serve":
+            return run_serve(args)
         if args.command in ("playbooks", "signals"):
             parser.parse_args([args.command, "--help"])
         parser.print_help(sys.stderr)
