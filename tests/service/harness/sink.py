@@ -311,6 +311,10 @@ def _bind(port: int) -> _Server:
 
 class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
+    # socketserver's default backlog of 5 overflows under a few dozen concurrent
+    # clients, and the kernel then drops SYNs that are retried 1s later: a latency
+    # artefact of the sink, not of the client under test.
+    request_queue_size = 128
     sink: RecordingSink
 
     def handle_error(self, request: object, client_address: object) -> None:

@@ -1,4 +1,4 @@
-"""The harness against the real Alertmanager binary, and what that binary really sends.
+"""The harness against the real Alertmanager binary, what that binary really sends, and the storm client.
 
 These tests pin down the Alertmanager behaviour the webhook service is built around,
 measured rather than assumed: the v4 payload and its auth header, retries after a
@@ -6,20 +6,36 @@ measured rather than assumed: the v4 payload and its auth header, retries after 
 resolved notifications, `max_alerts` truncation, and an HA pair that delivers once
 when the receiver is healthy but twice (once per member, identical alert identity)
 after the receiver failed. They also check the recording sink's fault modes, which
-the service's delivery tests rely on.
+the service's delivery tests rely on, and that the storm client builds notifications
+shaped like Alertmanager's and counts every request's outcome.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
+import json
 import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.storm_client import (
+    EXTERNAL_URLS,
+    StormShape,
+    alert_fingerprint,
+    build_storm,
+    episodes,
+    main,
+    percentile,
+    post_storm,
+)
+from triage.model import SYMPTOMS
 
 from .alertmanager import (
     ZERO_TIME,
@@ -107,7 +123,7 @@ def test_pushed_alert_arrives_as_a_v4_notification_with_the_bearer_token(
     assert sent["endsAt"] == ZERO_TIME
     assert parse_time(sent["startsAt"]) == parse_time(str(alert["startsAt"]))
     assert re.fullmatch(r"[0-9a-f]{16}", sent["fingerprint"])
-    assert sent["fingerprint"] == held["fingerprint"]
+    assert sent["fingerprint"] == held["fingerprint"] == alert_fingerprint(sent["labels"])
 
 
 def test_basic_auth_is_sent_as_configured(binary: str, sink: RecordingSink) -> None:
@@ -249,3 +265,123 @@ def test_sink_stall_is_released_by_stop(sink: RecordingSink) -> None:
         _NO_PROXY.open(urllib.request.Request(sink.url, data=b"{}", method="POST"), timeout=0.3)
     assert sink.wait_for(1, timeout=1)
     sink.stop()
+
+
+# -- storm client ------------------------------------------------------------------------
+
+V4_KEYS = {
+    "receiver", "status", "alerts", "groupLabels", "commonLabels", "commonAnnotations",
+    "externalURL", "version", "groupKey", "truncatedAlerts",
+}  # fmt: skip
+ALERT_KEYS = {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint"}
+
+
+def test_storm_fingerprints_are_alertmanagers() -> None:
+    """Labels and fingerprint of an alert as Alertmanager 0.25 sent it (shared reference payload)."""
+    labels = {
+        "alertname": "LLMTPOTP99High",
+        "instance": "10.42.0.11:8000",
+        "model_name": "meta-llama/Llama-3.1-8B-Instruct",
+        "namespace": "llm",
+        "severity": "page",
+        "symptom": "tpot_slow",
+    }
+    assert alert_fingerprint(labels) == "f08b0e875d182657"
+
+
+def test_default_storm_has_ten_thousand_episodes_as_alertmanager_would_send_them() -> None:
+    storm = build_storm()
+    shape = StormShape.of(storm)
+    assert (shape.episodes, shape.groups, shape.exact_repeats) == (10_000, 200, 200)
+    # Three snapshots and one repeat per group, plus the HA duplicates.
+    assert shape.notifications == 200 * 4 + shape.ha_duplicates
+    assert 0.15 * 200 <= shape.ha_duplicates <= 0.35 * 200
+    symptoms = set()
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for payload in storm:
+        assert set(payload) == V4_KEYS
+        assert (payload["version"], payload["status"], payload["truncatedAlerts"]) == ("4", "firing", 0)
+        group = payload["groupLabels"]
+        assert set(group) == {"alertname", "service"}
+        name, service = group["alertname"], group["service"]
+        assert payload["groupKey"] == f'{{}}:{{alertname="{name}", service="{service}"}}'
+        labels = [a["labels"] for a in payload["alerts"]]
+        common = {k: v for k, v in labels[0].items() if all(other.get(k) == v for other in labels)}
+        assert payload["commonLabels"] == common
+        for alert in payload["alerts"]:
+            assert set(alert) == ALERT_KEYS
+            assert alert["status"] == "firing"
+            assert alert["endsAt"] == ZERO_TIME
+            assert parse_time(alert["startsAt"]).tzinfo is not None
+            assert {"alertname", "service", "instance", "symptom"} <= set(alert["labels"])
+            assert alert["labels"].items() >= group.items()
+            assert alert["fingerprint"] == alert_fingerprint(alert["labels"])
+            symptoms.add(alert["labels"]["symptom"])
+        if payload["externalURL"] == EXTERNAL_URLS[0]:
+            by_group.setdefault(payload["groupKey"], []).append(payload)
+    assert symptoms == set(SYMPTOMS)
+    for notifications in by_group.values():
+        # Snapshots, not deltas: each notification holds every alert of the one before.
+        sizes = sorted(len(p["alerts"]) for p in notifications)
+        ordered = sorted(notifications, key=lambda p: len(p["alerts"]))
+        for before, after in itertools.pairwise(ordered):
+            assert episodes([before]) <= episodes([after])
+        assert sizes[-1] == sizes[-2]  # the exact repeat of the last snapshot
+
+
+def test_storm_is_deterministic_and_sized_as_asked() -> None:
+    assert build_storm(120, 12, seed=3) == build_storm(120, 12, seed=3)
+    assert build_storm(120, 12, seed=3) != build_storm(120, 12, seed=4)
+    small = build_storm(7, 3, waves=5, ha_share=0.0)
+    assert StormShape.of(small).episodes == 7
+    assert StormShape.of(small).ha_duplicates == 0
+    with pytest.raises(ValueError, match="at least one alert per group"):
+        build_storm(2, 3)
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (50.0, 99.0, 100.0)
+    assert percentile([3.0], 99) == 3.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_post_storm_delivers_every_payload_and_counts_failures(sink: RecordingSink) -> None:
+    storm = build_storm(120, 12, seed=1)
+    result = post_storm(sink.url + WEBHOOK_PATH, storm, concurrency=4, token=TOKEN)
+    assert (result.requests, result.ok, result.errors) == (len(storm), len(storm), [])
+    assert len(result.latencies) == len(storm)
+    got = sink.received
+    assert sorted(json.dumps(r.json, sort_keys=True) for r in got) == sorted(
+        json.dumps(p, sort_keys=True) for p in storm
+    )
+    assert {r.header("Authorization") for r in got} == {f"Bearer {TOKEN}"}
+    assert {r.path for r in got} == {WEBHOOK_PATH}
+
+    sink.fail_with(503, times=5)
+    failing = post_storm(sink.url, storm, concurrency=4)
+    assert failing.statuses == {200: len(storm) - 5, 503: 5}
+
+    sink.stop()
+    refused = post_storm(sink.url, storm[:10], concurrency=2, timeout=1.0)
+    assert (refused.ok, len(refused.errors)) == (0, 10)
+    assert all("ConnectionRefused" in error for error in refused.errors)
+
+
+def test_storm_command_line(sink: RecordingSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    size = ["--alerts", "20", "--groups", "2"]
+    args = ["--url", sink.url + WEBHOOK_PATH, "--token-file", str(token_file), *size]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "20 unique episodes in 2 groups" in out
+    assert re.search(r"latency p99\s+\d", out)
+    assert sink.received[0].header("Authorization") == f"Bearer {TOKEN}"
+    sink.fail_with(503)
+    assert main([*args, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["result"]["statuses"] == {"503": report["result"]["requests"]}
+    assert main(["--dry-run", "--json", *size]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 20
