@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -170,5 +171,13 @@ def run_serve(args: argparse.Namespace) -> int:
         f"{len(config.sinks)} sink{'s' if len(config.sinks) != 1 else ''}, "
         f"auth {'on' if loaded.secrets.auth_required else 'OFF'})\n"
     )
+    # uvicorn re-raises the stop signal to the handler it found once it has drained; a
+    # handler that does nothing makes a requested stop a normal exit (status 0).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
     server.run()
     return 0
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """The stop was requested and the service has drained: nothing left to do."""
