@@ -228,14 +228,17 @@ def test_5_snapshot_semantics_and_repeat(served: tuple[TestClient, Service, Path
     a, b, c = (
         alert("fa", T0, instance="a"),
         alert("fb", T0, instance="b"),
-        alert("fc", T0 + 120, instance="c"),
+        alert("fc", T0 + 600, instance="c"),
     )
     assert post(client, notification([a, b])).json()["new"] == 2
     assert post(client, notification([a, b, c], notification_reason="new alerts added")).json()["new"] == 1
     again = post(client, notification([a, b, c], notification_reason="repeat interval elapsed")).json()
     assert again["new"] == 0 and again["duplicates"] == 3
     assert count(db, "annotations") == 3
-    assert count(db, "work") == 2  # {a, b} share a moment; c started two minutes later
+    assert count(db, "work") == 2  # {a, b} share a moment; c started ten minutes later
+    d = alert("fd", T0 + 120, instance="d")
+    assert post(client, notification([a, b, c, d])).json()["new"] == 1
+    assert count(db, "work") == 2  # two minutes after a: within the coalescing window, same diagnosis
 
 
 def test_6_resolve_before_firing_ends_resolved(served: tuple[TestClient, Service, Path]) -> None:

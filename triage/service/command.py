@@ -84,9 +84,14 @@ def add_serve_parser(sub: Any) -> None:
     prom.add_argument("--replica-label", metavar="L", help="label that names a replica (default instance)")
     prom.add_argument("--lookback", metavar="DURATION", help="history fetched before the alert (default 2h)")
     prom.add_argument(
+        "--coalesce",
+        metavar="DURATION",
+        help="alerts of a group starting within this of each other share one diagnosis (default 5m)",
+    )
+    prom.add_argument(
         "--step",
         metavar="DURATION",
-        help="resolution; alerts of a group within one step share a diagnosis (default 30s)",
+        help="resolution of the fetched signals (default 30s)",
     )
     alerts = s.add_argument_group("alerts")
     alerts.add_argument(
@@ -130,6 +135,7 @@ _FLAGS = (
     "replica_label",
     "lookback",
     "step",
+    "coalesce",
     "alert_symptom",
     "heartbeat",
     "max_body_bytes",

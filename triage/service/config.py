@@ -83,8 +83,9 @@ class PrometheusSettings(_Strict):
     catalog: tuple[str, ...] = ()
     token_file: str | None = None
     retry_unavailable: float = 30.0
+    coalesce: float = 300.0
 
-    @field_validator("timeout", "lookback", "step", "retry_unavailable", mode="before")
+    @field_validator("timeout", "lookback", "step", "retry_unavailable", "coalesce", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> float:
         return _duration(value)
@@ -211,6 +212,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "replica_label": ("prometheus", "replica_label"),
     "lookback": ("prometheus", "lookback"),
     "step": ("prometheus", "step"),
+    "coalesce": ("prometheus", "coalesce"),
     "token_file": ("auth", "bearer_token_file"),
     "max_body_bytes": ("limits", "max_body_bytes"),
     "max_alerts": ("limits", "max_alerts"),

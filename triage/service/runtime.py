@@ -119,8 +119,9 @@ class Service:
 
     def accept(self, note: Notification) -> IntakeResult:
         """Commit one notification to the store, then nudge the workers; called before the 2xx."""
+        prom = self.config.prometheus
         result = self.store.intake(
-            note, self.choose, self.config.prometheus.step, self.config.heartbeat_alertname
+            note, self.choose, prom.step, self.config.heartbeat_alertname, window=prom.coalesce
         )
         m = self.metrics
         m.inc("triage_webhook_alerts_received_total", result.alerts)

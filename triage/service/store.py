@@ -11,8 +11,9 @@ Why this shape:
   group, repeated by Alertmanager and by each member of an HA pair, so an annotation
   is keyed on (fingerprint, startsAt) with a UNIQUE constraint; repeats only touch
   `last_seen`.
-- **Work is per group and moment.** Alerts of one group whose start falls in the
-  same step share one `work` row: one signal fetch and one diagnosis for all of them.
+- **Work is per group and moment.** Alerts of one group (and symptom) that start
+  within the coalescing window of each other share one `work` row: one signal fetch
+  and one diagnosis for all of them, taken at the first one's start.
 - **Exactly once, atomically.** A worker's result, the annotations it fills and the
   messages it causes are written in one transaction, so a crash leaves either none or
   all of them. Work found `running` at start was cut off by a crash and runs again.
@@ -70,6 +71,7 @@ CREATE TABLE IF NOT EXISTS work (
     UNIQUE (group_key, at, symptom)
 );
 CREATE INDEX IF NOT EXISTS work_due ON work (state, next_at);
+CREATE INDEX IF NOT EXISTS work_group ON work (group_key, symptom, at);
 CREATE TABLE IF NOT EXISTS annotations (
     id INTEGER PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -249,8 +251,14 @@ class Store:
         step: float,
         heartbeat: str,
         now: float | None = None,
+        window: float | None = None,
     ) -> IntakeResult:
-        """Record one notification; returns once it is committed (before the HTTP answer)."""
+        """Record one notification; returns once it is committed (before the HTTP answer).
+
+        An alert joins the work item of its group and symptom whose moment lies within
+        `window` of its start (default: one step), else it starts a new one at its start.
+        """
+        window = step if window is None else max(window, step)
         now = time.time() if now is None else now
         new = dup = resolved = beats = new_work = annotated = 0
         to_close: set[str] = set()
@@ -311,8 +319,9 @@ class Store:
                 symptom, source = symptom_of(alert.labels)
                 at = bucket(alert.starts_at, step)
                 work = db.execute(
-                    "SELECT id FROM work WHERE group_key = ? AND at = ? AND symptom = ?",
-                    (note.group_key, at, symptom),
+                    "SELECT id FROM work WHERE group_key = ? AND symptom = ? AND at > ? AND at < ? "
+                    "ORDER BY abs(at - ?), id LIMIT 1",
+                    (note.group_key, symptom, at - window, at + window, at),
                 ).fetchone()
                 if work is None:
                     new_work += 1
