@@ -64,12 +64,15 @@ def group_of(n: int, start: float = AT, group: str = "tpot", **labels: str) -> l
     ]
 
 
+@pytest.mark.parametrize("processes", [1, 0], ids=["diagnosis-process", "diagnosis-in-threads"])
 def test_a_group_is_fetched_once_diagnosed_once_and_sent_once(
-    tmp_path: Path, prometheus_url: str, hook: RecordingSink, slack: RecordingSink
+    tmp_path: Path, prometheus_url: str, hook: RecordingSink, slack: RecordingSink, processes: int
 ) -> None:
     db = tmp_path / "t.db"
     config = sink_config(tmp_path, ("hook", "webhook", hook.url), ("chat", "slack", slack.url))
-    service = make_service(db, prometheus_url, config=config, public_url="https://triage.example")
+    service = make_service(
+        db, prometheus_url, config=config, public_url="https://triage.example", diagnosis_processes=processes
+    )
     alerts = group_of(3)
     with TestClient(create_app(service)) as client:
         for _ in range(3):  # the first notification and two repeats

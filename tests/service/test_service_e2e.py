@@ -150,7 +150,7 @@ def test_3_7_sigkill_after_ack_then_restart_loses_nothing(
             status, body = http("POST", f"{serve.url}/api/alertmanager", notification(alerts, group=name),
                                 {"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
             assert status == 200 and body["new"] == 10
-        wait_until(lambda: stalled.requests >= 2)  # both workers are inside a fetch
+        wait_until(lambda: stalled.requests >= 1)  # a diagnosis is inside its fetch
         serve.kill()  # SIGKILL right after the last 2xx, with diagnoses in flight
     assert count(db, "annotations") == 100 and count(db, "annotations", "state = 'pending'") == 100
     assert count(db, "work", "state = 'running'") >= 1  # cut off mid-work

@@ -173,7 +173,7 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
                 "set max_alerts on the Alertmanager webhook_config",
             )
         try:
-            note = parse_notification(body, config.limits.max_alerts)
+            note = await run_in_threadpool(parse_notification, body, config.limits.max_alerts)
         except BadPayload as exc:
             too_many = str(exc).startswith("alerts:") and "more than the limit" in str(exc)
             service.metrics.inc(

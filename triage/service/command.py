@@ -63,10 +63,21 @@ def add_serve_parser(sub: Any) -> None:
     s.add_argument("--config", metavar="FILE", help="settings as YAML (see docs/serve.md); flags override it")
     s.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:9095)")
     s.add_argument("--store", metavar="PATH", help="SQLite database file (default triage.db)")
+    s.add_argument(
+        "--store-sync",
+        choices=("normal", "full"),
+        help="normal: survives the process being killed (default); full: also fsyncs every commit",
+    )
     s.add_argument("--playbooks", metavar="DIR", help="playbook folder (default: bundled)")
     s.add_argument("--templates", metavar="DIR", help="your own sink/page templates (searched first)")
     s.add_argument("--public-url", metavar="URL", help="this service's external URL, for links in messages")
-    s.add_argument("--workers", type=int, metavar="N", help="diagnosis threads (default 4)")
+    s.add_argument("--workers", type=int, metavar="N", help="threads taking diagnosis work (default 4)")
+    s.add_argument(
+        "--diagnosis-processes",
+        type=int,
+        metavar="N",
+        help="processes that fetch and diagnose, apart from the intake (default 1; 0: in the worker threads)",
+    )
     auth = s.add_argument_group("intake authentication (as Alertmanager's http_config sends it)")
     auth.add_argument("--token-file", metavar="FILE", help=f"bearer token file (or ${TOKEN_ENV})")
     auth.add_argument("--token", metavar="TOKEN", help="bearer token (visible in ps; prefer --token-file)")
@@ -122,10 +133,12 @@ def add_serve_parser(sub: Any) -> None:
 _FLAGS = (
     "listen",
     "store",
+    "store_sync",
     "playbooks",
     "templates",
     "public_url",
     "workers",
+    "diagnosis_processes",
     "token_file",
     "token",
     "prometheus",

@@ -131,9 +131,11 @@ class ServiceConfig(_Strict):
 
     listen: str = "127.0.0.1:9095"
     store: str = "triage.db"
+    store_sync: Literal["normal", "full"] = "normal"
     playbooks: str | None = None
     templates: str | None = None
     workers: int = Field(4, ge=1, le=64)
+    diagnosis_processes: int = Field(1, ge=0, le=32)
     heartbeat_alertname: str = "Watchdog"
     public_url: str | None = None
     auth: AuthSettings = Field(default_factory=AuthSettings)
@@ -200,9 +202,11 @@ class Loaded:
 _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "listen": ("listen",),
     "store": ("store",),
+    "store_sync": ("store_sync",),
     "playbooks": ("playbooks",),
     "templates": ("templates",),
     "workers": ("workers",),
+    "diagnosis_processes": ("diagnosis_processes",),
     "heartbeat": ("heartbeat_alertname",),
     "public_url": ("public_url",),
     "prometheus": ("prometheus", "url"),

@@ -78,13 +78,15 @@ def build_message(
         ).fetchall()
     if work_id is not None:
         source = db.execute(
-            "SELECT state, symptom, cause, signals, diagnosis FROM annotations WHERE work_id = ? LIMIT 1",
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "JOIN work w ON w.id = a.work_id WHERE a.work_id = ? LIMIT 1",
             (work_id,),
         ).fetchone()
     else:
         source = db.execute(
-            "SELECT state, symptom, cause, signals, diagnosis FROM annotations WHERE group_key = ? "
-            "AND episode = ? AND state != 'pending' ORDER BY annotated_at DESC, id DESC LIMIT 1",
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "JOIN work w ON w.id = a.work_id WHERE a.group_key = ? AND a.episode = ? "
+            "AND a.state != 'pending' ORDER BY a.annotated_at DESC, a.id DESC LIMIT 1",
             (group_key, episode),
         ).fetchone()
     alerts = []

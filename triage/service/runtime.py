@@ -24,7 +24,16 @@ from triage.service.metrics import Metrics
 from triage.service.payload import Notification
 from triage.service.sinks import Dispatcher, Renderer
 from triage.service.store import IntakeResult, Store
-from triage.service.worker import Diagnoser, FetchSettings, WorkerPool, symptom_chooser
+from triage.service.worker import (
+    Diagnoser,
+    DiagnoserSpec,
+    FetchSettings,
+    ProcessRunner,
+    Runner,
+    ThreadRunner,
+    WorkerPool,
+    symptom_chooser,
+)
 from triage.sources import load_playbooks
 
 READY_PROBE_TIMEOUT = 2.0
@@ -67,24 +76,33 @@ class Service:
         self.store = Store(
             config.store,
             list(sinks),
+            synchronous=config.store_sync,
             builder=partial(
                 build_message, public_url=config.public_url, label_limit=config.limits.max_label_chars
             ),
         )
         self.choose = symptom_chooser(self.graph, config.alert_symptoms)
-        self.diagnoser = Diagnoser(
-            self.graph,
-            catalog,
+        spec = DiagnoserSpec(
+            config.playbooks,
+            tuple(config.prometheus.catalog),
             QueryOptions(replica_label=config.prometheus.replica_label, selector=selector),
             FetchSettings(
                 config.prometheus.lookback, config.prometheus.step, config.prometheus.retry_unavailable
             ),
+            config.prometheus.url,
+            config.prometheus.timeout,
+            self.secrets.prometheus_token,
         )
+        self.runner: Runner
+        if config.diagnosis_processes > 0:
+            self.runner = ProcessRunner(spec, config.diagnosis_processes)
+        else:
+            self.runner = ThreadRunner(Diagnoser(self.graph, catalog, spec.options, spec.fetch), self.source)
         self.dispatcher = Dispatcher(self.store, sinks, self.secrets.sink_urls, self.renderer, self.metrics)
         self.pool = WorkerPool(
             self.store,
-            self.diagnoser,
-            self.source,
+            self.runner,
+            config.prometheus.retry_unavailable,
             self.metrics,
             config.workers,
             on_change=self.dispatcher.wake,

@@ -4,9 +4,14 @@ Why this shape:
 
 - **Commit before the 2xx.** Alertmanager forgets a notification once it gets a 2xx,
   so the intake transaction commits before the response. The database runs in WAL
-  mode with `synchronous=FULL`: in WAL mode NORMAL survives a process crash but can
-  lose the last commits on power loss, and an acknowledged alert must survive both.
-  A WAL commit is one append and one fsync, which keeps the intake in milliseconds.
+  mode. With `synchronous=NORMAL` (the default) a commit is a write to the WAL with
+  no fsync: it survives the service being killed at any moment, which is the failure
+  the crash tests exercise; only a power loss or kernel crash can take back the last
+  commits, and even then the alerts come back, because every Alertmanager
+  notification is a snapshot of the whole group and is repeated at the next
+  `repeat_interval`. `synchronous=FULL` (`store_sync: full`) also fsyncs every
+  commit, closing that window at the price of one fsync per request: in the storm
+  benchmark it doubles the intake p99 (see docs/benchmarks.md).
 - **Identity is per alert episode.** Every notification is a snapshot of the whole
   group, repeated by Alertmanager and by each member of an HA pair, so an annotation
   is keyed on (fingerprint, startsAt) with a UNIQUE constraint; repeats only touch
@@ -68,6 +73,8 @@ CREATE TABLE IF NOT EXISTS work (
     done_at REAL,
     signature TEXT,
     unavailable TEXT,
+    summary TEXT,
+    diagnosis TEXT,
     UNIQUE (group_key, at, symptom)
 );
 CREATE INDEX IF NOT EXISTS work_due ON work (state, next_at);
@@ -91,8 +98,6 @@ CREATE TABLE IF NOT EXISTS annotations (
     symptom TEXT,
     cause TEXT,
     signals TEXT,
-    summary TEXT,
-    diagnosis TEXT,
     annotated_at REAL,
     truncated INTEGER NOT NULL DEFAULT 0,
     episode INTEGER NOT NULL DEFAULT 1,
@@ -120,11 +125,13 @@ CREATE INDEX IF NOT EXISTS outbox_due ON outbox (sink, state, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-ANNOTATION_COLUMNS = (
-    "id, fingerprint, starts_at, group_key, alertname, labels, annotations, generator_url, status, "
-    "ends_at, first_seen, last_seen, seen, work_id, state, symptom, cause, signals, summary, diagnosis, "
-    "annotated_at, truncated, episode"
+ANNOTATION_SELECT = (
+    "SELECT a.id, a.fingerprint, a.starts_at, a.group_key, a.alertname, a.labels, a.annotations, "
+    "a.generator_url, a.status, a.ends_at, a.first_seen, a.last_seen, a.seen, a.work_id, a.state, a.symptom, "
+    "a.cause, a.signals, a.annotated_at, a.truncated, a.episode, w.summary, w.diagnosis "
+    "FROM annotations a JOIN work w ON w.id = a.work_id"
 )
+"""An annotation with its diagnosis, which is stored once per work item, not once per alert."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,16 @@ def idempotency_key(*parts: object) -> str:
 class Store:
     """The SQLite store; one per process, shared by the HTTP handlers and the workers."""
 
-    def __init__(self, path: str, sinks: Sequence[str] = (), builder: MessageBuilder | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        sinks: Sequence[str] = (),
+        builder: MessageBuilder | None = None,
+        synchronous: str = "normal",
+    ) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError("synchronous is normal or full")
+        self.synchronous = synchronous.upper()
         self.path = path
         self.sinks = tuple(sinks)
         self.builder = builder
@@ -208,17 +224,38 @@ class Store:
             self._writer.executescript(SCHEMA)
             self._writer.execute("UPDATE work SET state = 'pending' WHERE state = 'running'")
             self._writer.commit()
+            # Checkpoints copy the WAL back into the database and sync it; done by the
+            # committing connection they stall one intake request now and then, so they
+            # run on a thread of their own instead (see `_checkpoints`).
+            self._writer.execute("PRAGMA wal_autocheckpoint=0")
+        self._closed = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoints, name="triage-checkpoint", daemon=True)
+        self._checkpointer.start()
+
+    def _checkpoints(self, every: float = 1.0) -> None:
+        """Copy the WAL into the database in the background; PASSIVE never blocks a writer."""
+        conn = self._connect()
+        try:
+            while not self._closed.wait(every):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error:
+                    continue
+        finally:
+            conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
     def close(self) -> None:
+        self._closed.set()
+        self._checkpointer.join(5)
         with self._lock:
             self._writer.close()
 
@@ -334,7 +371,7 @@ class Store:
                 else:
                     work_id = work["id"]
                     done = db.execute(
-                        "SELECT state, symptom, cause, signals, summary, diagnosis, annotated_at "
+                        "SELECT state, symptom, cause, signals, annotated_at "
                         "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
                         (work_id,),
                     ).fetchone()
@@ -349,8 +386,8 @@ class Store:
                 db.execute(
                     "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
                     "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "
-                    "state, symptom, cause, signals, summary, diagnosis, annotated_at, episode) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "state, symptom, cause, signals, annotated_at, episode) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         alert.fingerprint,
                         alert.starts_at,
@@ -369,8 +406,6 @@ class Store:
                         done["symptom"] if done else None,
                         done["cause"] if done else None,
                         done["signals"] if done else None,
-                        done["summary"] if done else None,
-                        done["diagnosis"] if done else None,
                         now if done else None,
                         episode,
                     ),
@@ -473,7 +508,7 @@ class Store:
         with self.write() as db:
             db.execute(
                 "UPDATE work SET state = ?, next_at = ?, done_at = ?, signature = ?, unavailable = ?, "
-                "fetches = fetches + ? WHERE id = ?",
+                "fetches = fetches + ?, summary = ?, diagnosis = ? WHERE id = ?",
                 (
                     "pending" if retry_at is not None else "done",
                     retry_at if retry_at is not None else now,
@@ -481,6 +516,8 @@ class Store:
                     result.signature,
                     result.unavailable,
                     result.fetches,
+                    result.summary,
+                    diagnosis,
                     item.id,
                 ),
             )
@@ -492,9 +529,9 @@ class Store:
                 else 0
             )
             db.execute(
-                "UPDATE annotations SET state = ?, symptom = ?, cause = ?, signals = ?, summary = ?, "
-                "diagnosis = ?, annotated_at = ? WHERE work_id = ? AND state != 'annotated'",
-                (state, result.symptom, result.cause, signals, result.summary, diagnosis, now, item.id),
+                "UPDATE annotations SET state = ?, symptom = ?, cause = ?, signals = ?, annotated_at = ? "
+                "WHERE work_id = ? AND state != 'annotated'",
+                (state, result.symptom, result.cause, signals, now, item.id),
             )
             group = db.execute(
                 "SELECT closed, episode, last_signature FROM groups WHERE group_key = ?", (item.group_key,)
@@ -581,7 +618,7 @@ class Store:
         return (
             self.reader()
             .execute(
-                f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE group_key = ? ORDER BY starts_at, id",
+                f"{ANNOTATION_SELECT} WHERE a.group_key = ? ORDER BY a.starts_at, a.id",
                 (group_key,),
             )
             .fetchall()
@@ -589,9 +626,7 @@ class Store:
 
     def annotation(self, annotation_id: int) -> sqlite3.Row | None:
         row: sqlite3.Row | None = (
-            self.reader()
-            .execute(f"SELECT {ANNOTATION_COLUMNS} FROM annotations WHERE id = ?", (annotation_id,))
-            .fetchone()
+            self.reader().execute(f"{ANNOTATION_SELECT} WHERE a.id = ?", (annotation_id,)).fetchone()
         )
         return row
 
@@ -618,19 +653,19 @@ class Store:
             ("state", state),
         ):
             if value is not None:
-                where.append(f"{column} = ?")
+                where.append(f"a.{column} = ?")
                 args.append(value)
         if since is not None:
-            where.append("starts_at >= ?")
+            where.append("a.starts_at >= ?")
             args.append(since)
         if until is not None:
-            where.append("starts_at <= ?")
+            where.append("a.starts_at <= ?")
             args.append(until)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         return (
             self.reader()
             .execute(
-                f"SELECT {ANNOTATION_COLUMNS} FROM annotations {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
+                f"{ANNOTATION_SELECT} {clause} ORDER BY a.id DESC LIMIT ? OFFSET ?",
                 (*args, limit, offset),
             )
             .fetchall()

@@ -8,28 +8,39 @@ transaction. When Prometheus cannot answer at all, the annotations are stored wi
 the signals marked unavailable and the item is retried later with a growing delay,
 until it can be diagnosed. Threads suit this: the time goes to HTTP waits and numpy.
 
-Each worker thread has its own PrometheusSource, since a source's connection pool is
-sized for one round at a time.
+The diagnosis itself runs in separate processes by default (`ProcessRunner`), so
+parsing replies and walking the graph never hold the GIL the intake needs; worker
+threads only claim work, wait for the result and store it. `ThreadRunner` diagnoses
+in the worker threads instead (one PrometheusSource per thread, since a source's
+connection pool is sized for one round at a time).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
 
-from signals.catalog import Catalog, QueryOptions
+from signals.catalog import Catalog, QueryOptions, load_catalog
 from signals.errors import SignalError
-from signals.live import fetch_frame
+from signals.frame import SignalFrame
+from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
-from triage.graph import TriageGraph
+from triage.graph import TriageGraph, build_graph
 from triage.model import AUTO
 from triage.render import to_text
 from triage.service.metrics import Metrics
 from triage.service.store import Store, WorkItem, WorkResult
+from triage.sources import load_playbooks
 from triage.walk import diagnose, symptom_from_alert
 
 _LOG = logging.getLogger("triage.service")
@@ -75,22 +86,72 @@ def _first_line(text: str) -> str:
     return re.sub(r"\s+", " ", line)[:300]
 
 
+class FrameCache:
+    """Frames by moment, shared by every group diagnosed at that moment; one fetch in flight per moment.
+
+    A fetch depends only on the moment (the window, step and selector are the
+    service's), never on the group, so groups whose alerts start in the same step
+    read the same frame: in a storm, one fetch per moment instead of one per group.
+    Entries live `ttl` seconds (a recent window can still gain late samples) and at
+    most `size` are kept. Failed fetches are never cached.
+    """
+
+    def __init__(self, size: int = 16, ttl: float = 60.0) -> None:
+        self.size = size
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._frames: dict[float, tuple[float, SignalFrame, FetchReport]] = {}
+        self._inflight: dict[float, threading.Lock] = {}
+
+    def get(
+        self, at: float, fetch: Callable[[], tuple[SignalFrame, FetchReport]]
+    ) -> tuple[SignalFrame, FetchReport, bool]:
+        """(frame, report, fetched): `fetched` is False when another fetch's frame was reused."""
+        with self._lock:
+            gate = self._inflight.setdefault(at, threading.Lock())
+        with gate:
+            now = time.monotonic()
+            with self._lock:
+                hit = self._frames.get(at)
+                if hit is not None and now - hit[0] <= self.ttl:
+                    return hit[1], hit[2], False
+            try:
+                frame, report = fetch()
+            finally:
+                with self._lock:
+                    self._inflight.pop(at, None)
+            with self._lock:
+                self._frames[at] = (time.monotonic(), frame, report)
+                for key in sorted(self._frames, key=lambda k: self._frames[k][0])[: -self.size]:
+                    del self._frames[key]
+            return frame, report, True
+
+
 class Diagnoser:
     """Turns one work item into a WorkResult; no store access, so it can be tested alone."""
 
     def __init__(
-        self, graph: TriageGraph, catalog: Catalog, options: QueryOptions, fetch: FetchSettings
+        self,
+        graph: TriageGraph,
+        catalog: Catalog,
+        options: QueryOptions,
+        fetch: FetchSettings,
+        cache: FrameCache | None = None,
     ) -> None:
         self.graph = graph
         self.catalog = catalog
         self.options = options
         self.fetch = fetch
+        self.cache = cache or FrameCache()
 
     def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
-        try:
-            frame, report = fetch_frame(
+        def fetch() -> tuple[SignalFrame, FetchReport]:
+            return fetch_frame(
                 source, self.catalog, self.options, item.at, self.fetch.lookback, self.fetch.step
             )
+
+        try:
+            frame, report, fetched = self.cache.get(item.at, fetch)
         except SignalError as exc:
             reason = _first_line(str(exc)) or type(exc).__name__
             return WorkResult(
@@ -119,8 +180,111 @@ class Diagnoser:
             summary=to_text(diagnosis),
             headline=headline,
             unavailable=None,
-            fetches=1,
+            fetches=1 if fetched else 0,
         )
+
+
+@dataclass(frozen=True)
+class DiagnoserSpec:
+    """Everything a diagnosing process needs to build its own Diagnoser and Prometheus source."""
+
+    playbooks: str | None
+    catalog: tuple[str, ...]
+    options: QueryOptions
+    fetch: FetchSettings
+    prometheus_url: str
+    prometheus_timeout: float
+    prometheus_token: str | None = field(default=None, repr=False)
+
+    def source(self) -> PrometheusSource:
+        return PrometheusSource(
+            self.prometheus_url, timeout=self.prometheus_timeout, bearer_token=self.prometheus_token
+        )
+
+    def diagnoser(self) -> Diagnoser:
+        graph = build_graph(load_playbooks(Path(self.playbooks) if self.playbooks else None))
+        return Diagnoser(graph, load_catalog(list(self.catalog)), self.options, self.fetch)
+
+
+def run_safely(diagnoser: Diagnoser, item: WorkItem, source: PrometheusSource) -> WorkResult:
+    """A result whatever happens: an unexpected error is stored like unavailable signals, and retried."""
+    try:
+        return diagnoser.run(item, source)
+    except Exception as exc:
+        _LOG.exception("diagnosis of work %s failed", item.id)
+        reason = f"internal error: {type(exc).__name__}"
+        return WorkResult(
+            "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
+        )
+
+
+class ThreadRunner:
+    """Diagnoses in the calling worker thread, with one Prometheus source per thread."""
+
+    def __init__(self, diagnoser: Diagnoser, sources: SourceFactory) -> None:
+        self.diagnoser = diagnoser
+        self.sources = sources
+        self._local = threading.local()
+
+    def run(self, item: WorkItem) -> WorkResult:
+        source: PrometheusSource | None = getattr(self._local, "source", None)
+        if source is None:
+            source = self.sources()
+            self._local.source = source
+        return run_safely(self.diagnoser, item, source)
+
+    def close(self) -> None:
+        """Nothing to release beyond what the threads' exit releases."""
+
+
+_CHILD: tuple[Diagnoser, PrometheusSource] | None = None
+
+
+def _child_init(spec: DiagnoserSpec) -> None:
+    global _CHILD
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    _CHILD = (spec.diagnoser(), spec.source())
+
+
+def _child_run(item: WorkItem) -> WorkResult:
+    assert _CHILD is not None
+    return run_safely(_CHILD[0], item, _CHILD[1])
+
+
+class ProcessRunner:
+    """Diagnoses in separate processes, so number crunching never holds the intake's GIL.
+
+    The intake must answer in milliseconds while diagnoses parse Prometheus replies
+    and walk the graph; in one process they compete for the GIL and the intake's
+    tail latency grows tenfold. Processes are started with `spawn` (forking a
+    threaded server is unsafe) and each keeps its own frame cache and source.
+    """
+
+    def __init__(self, spec: DiagnoserSpec, processes: int) -> None:
+        self._pool = ProcessPoolExecutor(
+            max_workers=processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_child_init,
+            initargs=(spec,),
+        )
+
+    def run(self, item: WorkItem) -> WorkResult:
+        try:
+            return self._pool.submit(_child_run, item).result()
+        except BrokenProcessPool as exc:
+            reason = f"internal error: {type(exc).__name__}"
+            return WorkResult(
+                "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
+            )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Runner(Protocol):
+    def run(self, item: WorkItem) -> WorkResult: ...
+
+    def close(self) -> None: ...
 
 
 class WorkerPool:
@@ -129,15 +293,15 @@ class WorkerPool:
     def __init__(
         self,
         store: Store,
-        diagnoser: Diagnoser,
-        sources: SourceFactory,
+        runner: Runner,
+        retry_unavailable: float,
         metrics: Metrics,
         workers: int,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
-        self.diagnoser = diagnoser
-        self.sources = sources
+        self.runner = runner
+        self.retry_unavailable = retry_unavailable
         self.metrics = metrics
         self.workers = workers
         self.on_change = on_change
@@ -164,6 +328,7 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.runner.close()
 
     def _sleep(self) -> None:
         due = self.store.next_due()
@@ -174,38 +339,27 @@ class WorkerPool:
             self._pending_wakes = 0
 
     def _loop(self) -> None:
-        source = self.sources()
-        try:
-            while not self._stop.is_set():
-                try:
-                    item = self.store.claim()
-                except Exception:  # the store is the one thing a worker cannot do without
-                    _LOG.exception("cannot claim work from the store")
-                    self._stop.wait(1.0)
-                    continue
-                if item is None:
-                    self._sleep()
-                    continue
-                self._process(item, source)
-        finally:
-            source.close()
+        while not self._stop.is_set():
+            try:
+                item = self.store.claim()
+            except Exception:  # the store is the one thing a worker cannot do without
+                _LOG.exception("cannot claim work from the store")
+                self._stop.wait(1.0)
+                continue
+            if item is None:
+                self._sleep()
+                continue
+            self._process(item)
 
-    def _process(self, item: WorkItem, source: PrometheusSource) -> None:
+    def _process(self, item: WorkItem) -> None:
         started = time.monotonic()
-        try:
-            result = self.diagnoser.run(item, source)
-        except Exception as exc:
-            _LOG.exception("diagnosis of work %s failed", item.id)
-            reason = f"internal error: {type(exc).__name__}"
-            result = WorkResult(
-                "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
-            )
+        result = self.runner.run(item)
         self.metrics.observe_latency(time.monotonic() - started)
         self.metrics.inc("triage_signal_fetches_total", result.fetches)
         retry_at = None
         if result.unavailable is not None:
             self.metrics.inc("triage_signals_unavailable_total")
-            delay = self.diagnoser.fetch.retry_unavailable * 2 ** min(max(item.attempts - 1, 0), 6)
+            delay = self.retry_unavailable * 2 ** min(max(item.attempts - 1, 0), 6)
             retry_at = time.time() + min(delay, MAX_RETRY_DELAY)
         try:
             annotated = self.store.complete(item, result, retry_at)
