@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from servicekit import PAYLOADS
-
 from signals.timeparse import format_instant
+
+from .servicekit import PAYLOADS
 
 ZERO = "0001-01-01T00:00:00Z"
 

@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from harness.sink import RecordingSink
-from payloads import alert, notification
 from promserver import PromStandIn, Reply
-from servicekit import closed_port_url, count, make_service, rows, wait_until
 from test_live import AT
 
 from signals.timeparse import format_instant
 from triage.service.app import create_app
+
+from .harness.sink import RecordingSink
+from .payloads import alert, notification
+from .servicekit import closed_port_url, count, make_service, rows, wait_until
 
 
 def sink_config(tmp_path: Path, *sinks: tuple[str, str, str], extra: str = "", **opts: Any) -> str:

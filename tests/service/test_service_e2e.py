@@ -16,18 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.alertmanager import (
+from promserver import PromStandIn, Reply
+from test_live import AT
+
+from .harness.alertmanager import (
     TemporaryAlertmanager,
     ha_pair,
     make_alert,
     require_alertmanager_binary,
     resolved,
 )
-from harness.sink import RecordingSink
-from payloads import alert, notification
-from promserver import PromStandIn, Reply
-from servicekit import ServeProcess, count, free_port, http, rows, wait_until
-from test_live import AT
+from .harness.sink import RecordingSink
+from .payloads import alert, notification
+from .servicekit import ServeProcess, count, free_port, http, rows, wait_until
 
 TOKEN = "e2e-token-51c"
 

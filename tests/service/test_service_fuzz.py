@@ -18,9 +18,10 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servicekit import PAYLOADS, closed_port_url, make_service, rows
 
 from triage.service.app import create_app
+
+from .servicekit import PAYLOADS, closed_port_url, make_service, rows
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

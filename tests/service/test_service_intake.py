@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from payloads import alert, notification
-from servicekit import PAYLOADS, closed_port_url, count, make_service, rows, wait_until
 
 from triage.service.app import create_app
 from triage.service.runtime import Service
+
+from .payloads import alert, notification
+from .servicekit import PAYLOADS, closed_port_url, count, make_service, rows, wait_until
 
 TOKEN = "s3cret-token-9f2"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
