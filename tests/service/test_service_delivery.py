@@ -273,3 +273,37 @@ def test_21_no_code_path_compiles_alert_data_as_a_template() -> None:
     for path in root.rglob("*.py"):
         code = path.read_text()
         assert not re.search(r"\.from_string\(|jinja2\.Template\(|\bTemplate\(", code), path
+
+
+def test_1_truncated_alerts_are_recorded_and_shown(tmp_path: Path, slack: RecordingSink) -> None:
+    db = tmp_path / "t.db"
+    service = make_service(db, closed_port_url(), config=sink_config(tmp_path, ("chat", "slack", slack.url)))
+    with TestClient(create_app(service)) as client:
+        client.post("/api/alertmanager", json=notification(group_of(2), group="tpot", truncated=7))
+        assert slack.wait_for(1)
+        assert "+7 truncated by Alertmanager" in slack.received[0].json["text"]
+        assert client.get("/api/annotations/1").json()["truncated_alerts"] == 7
+        assert "7 alerts of the group truncated" in client.get("/annotations/1").text
+
+
+def test_6_resolve_while_the_diagnosis_runs_sends_one_resolved_and_no_firing(
+    tmp_path: Path, prometheus_url: str, hook: RecordingSink
+) -> None:
+    db = tmp_path / "t.db"
+    with PromStandIn(Reply.stalled(2, Reply.names([]))) as slow:
+        service = make_service(db, slow.url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
+        alerts = group_of(2)
+        ended = [{**a, "status": "resolved", "endsAt": format_instant(AT + 60)} for a in alerts]
+        with TestClient(create_app(service)) as client:
+            client.post("/api/alertmanager", json=notification(alerts, group="tpot"))
+            wait_until(lambda: slow.requests >= 1)  # the diagnosis is inside its fetch
+            assert (
+                client.post("/api/alertmanager", json=notification(ended, group="tpot")).json()["resolved"]
+                == 2
+            )
+            slow.play(Reply.proxied(prometheus_url))
+            wait_until(lambda: count(db, "annotations", "state = 'annotated'") == 2, timeout=60)
+            assert hook.wait_for(1)
+            assert not hook.wait_for(2, timeout=2)
+            assert [r.json["kind"] for r in hook.received] == ["resolved"]
+            assert count(db, "annotations", "status = 'resolved' AND cause = 'kv_pressure'") == 2
