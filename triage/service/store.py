@@ -10,8 +10,8 @@ Why this shape:
   commits, and even then the alerts come back, because every Alertmanager
   notification is a snapshot of the whole group and is repeated at the next
   `repeat_interval`. `synchronous=FULL` (`store_sync: full`) also fsyncs every
-  commit, closing that window at the price of one fsync per request: in the storm
-  benchmark it doubles the intake p99 (see docs/benchmarks.md).
+  commit, closing that window at the price of one fsync per request (cheap on the
+  benchmark machine's disk, see docs/benchmarks.md; not on every disk).
 - **Identity is per alert episode.** Every notification is a snapshot of the whole
   group, repeated by Alertmanager and by each member of an HA pair, so an annotation
   is keyed on (fingerprint, startsAt) with a UNIQUE constraint; repeats only touch
