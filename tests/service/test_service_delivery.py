@@ -307,3 +307,72 @@ def test_6_resolve_while_the_diagnosis_runs_sends_one_resolved_and_no_firing(
             assert not hook.wait_for(2, timeout=2)
             assert [r.json["kind"] for r in hook.received] == ["resolved"]
             assert count(db, "annotations", "status = 'resolved' AND cause = 'kv_pressure'") == 2
+
+
+def test_2_a_stalled_prometheus_never_delays_the_ack_and_every_alert_is_stored_unavailable(
+    tmp_path: Path, hook: RecordingSink
+) -> None:
+    """50 notifications while every Prometheus request hangs: all acked, all stored as timed out.
+
+    After the first timeout, the other groups get the remembered failure at once
+    instead of a timeout each; they are retried later.
+    """
+    db = tmp_path / "t.db"
+    with PromStandIn(Reply.stalled(120)) as stalled:
+        config = sink_config(tmp_path, ("hook", "webhook", hook.url))
+        service = make_service(db, stalled.url, config=config, prometheus_timeout="2s")
+        with TestClient(create_app(service)) as client:
+            for g in range(50):
+                one = alert(f"s{g}", AT - 600 * g, instance="10.42.0.1:8000", symptom="tpot_slow")
+                assert (
+                    client.post("/api/alertmanager", json=notification([one], group=f"g{g}")).status_code
+                    == 200
+                )
+            assert count(db, "annotations") == 50
+            wait_until(lambda: count(db, "annotations", "state = 'unavailable'") == 50, timeout=60)
+            signals = {r["signals"] for r in rows(db, "SELECT signals FROM annotations")}
+            assert all(s.startswith("unavailable: ") and "timeout" in s for s in signals), signals
+            assert stalled.requests < 10  # not one timeout per group
+            assert hook.wait_for(50, timeout=30)  # every group still hears about it
+
+
+def test_18_html_from_an_auth_proxy_is_unavailable_not_a_crash(tmp_path: Path, hook: RecordingSink) -> None:
+    db = tmp_path / "t.db"
+    with PromStandIn(Reply.html()) as proxy:
+        service = make_service(db, proxy.url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
+        with TestClient(create_app(service)) as client:
+            client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
+            wait_until(lambda: count(db, "annotations", "state = 'unavailable'") == 1)
+            got = client.get("/api/annotations/1").json()
+            assert "not JSON" in got["signals"] and "Traceback" not in got["summary"]
+            assert hook.wait_for(1)
+            assert hook.received[0].json["diagnosis"]["signals"] == got["signals"]
+
+
+def test_19_a_200_with_an_error_body_is_retried(tmp_path: Path, hook: RecordingSink) -> None:
+    db = tmp_path / "t.db"
+    hook.reply_with(200, '{"ok": false, "error": "invalid_blocks"}')
+    service = make_service(db, closed_port_url(), config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
+    with TestClient(create_app(service)) as client:
+        client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
+        assert hook.wait_for(2)
+        assert count(db, "outbox", "state = 'delivered'") == 0
+        hook.reply_with(200, '{"ok": true}')
+        wait_until(lambda: count(db, "outbox", "state = 'delivered'") == 1)
+        assert len({r.header("Idempotency-Key") for r in hook.received}) == 1
+
+
+def test_24_an_overdue_heartbeat_is_reported(tmp_path: Path) -> None:
+    fresh = make_service(tmp_path / "a.db", closed_port_url(), heartbeat_max_age="1h")
+    overdue = make_service(tmp_path / "b.db", closed_port_url(), heartbeat_max_age=0.2)
+    beat = notification([alert("wd", AT, alertname="Watchdog")], group="Watchdog")
+    with TestClient(create_app(fresh)) as client:
+        assert client.get("/readyz").json()["heartbeat"]["stale"] is False
+        client.post("/api/alertmanager", json=beat)
+        assert client.get("/readyz").json()["heartbeat"]["stale"] is False
+        assert "triage_heartbeat_stale 0" in client.get("/metrics").text
+    with TestClient(create_app(overdue)) as client:
+        wait_until(lambda: client.get("/readyz").json()["heartbeat"]["stale"] is True)
+        ready = client.get("/readyz")
+        assert ready.status_code == 200  # reported, not a reason to stop taking alerts
+        assert "triage_heartbeat_stale 1" in client.get("/metrics").text

@@ -277,6 +277,8 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
                 "alertname": config.heartbeat_alertname,
                 "last_seen": format_instant(beat) if beat is not None else None,
                 "age_seconds": round(time.time() - beat, 3) if beat is not None else None,
+                "max_age_seconds": config.heartbeat_max_age,
+                "stale": service.heartbeat_stale(),
             },
         }
         return JSONResponse(body, status_code=200 if ready else 503)
@@ -294,6 +296,7 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
             "triage_outbox_pending": gauges["outbox_pending"],
             "triage_dead_letters": gauges["outbox_dead"],
             "triage_heartbeat_last_seen_timestamp_seconds": beat or 0.0,
+            "triage_heartbeat_stale": 1.0 if service.heartbeat_stale() else 0.0,
             "triage_ready": 1.0 if service.graph.knowledge.causes else 0.0,
         }
         return PlainTextResponse(

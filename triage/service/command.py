@@ -115,6 +115,11 @@ def add_serve_parser(sub: Any) -> None:
         "--heartbeat", metavar="ALERTNAME", help="always-firing alert, not diagnosed (default Watchdog)"
     )
     alerts.add_argument(
+        "--heartbeat-max-age",
+        metavar="DURATION",
+        help="report the pipeline broken (/readyz, /metrics) when the heartbeat is older (e.g. 8h)",
+    )
+    alerts.add_argument(
         "--max-body-bytes", type=int, metavar="N", help="largest request body (default 4 MiB)"
     )
     alerts.add_argument(
@@ -151,6 +156,7 @@ _FLAGS = (
     "coalesce",
     "alert_symptom",
     "heartbeat",
+    "heartbeat_max_age",
     "max_body_bytes",
     "max_alerts",
     "sink_webhook",

@@ -137,12 +137,18 @@ class ServiceConfig(_Strict):
     workers: int = Field(4, ge=1, le=64)
     diagnosis_processes: int = Field(1, ge=0, le=32)
     heartbeat_alertname: str = "Watchdog"
+    heartbeat_max_age: float | None = None
     public_url: str | None = None
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: Limits = Field(default_factory=Limits)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     alert_symptoms: dict[str, str] = Field(default_factory=dict)
     sinks: tuple[SinkSettings, ...] = ()
+
+    @field_validator("heartbeat_max_age", mode="before")
+    @classmethod
+    def _max_age(cls, value: Any) -> float | None:
+        return None if value is None else _duration(value)
 
     @field_validator("listen")
     @classmethod
@@ -208,6 +214,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "workers": ("workers",),
     "diagnosis_processes": ("diagnosis_processes",),
     "heartbeat": ("heartbeat_alertname",),
+    "heartbeat_max_age": ("heartbeat_max_age",),
     "public_url": ("public_url",),
     "prometheus": ("prometheus", "url"),
     "prometheus_timeout": ("prometheus", "timeout"),

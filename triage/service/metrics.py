@@ -55,6 +55,10 @@ _HELP: dict[str, tuple[str, str]] = {
         "gauge",
         "When the heartbeat alert last arrived (0: never).",
     ),
+    "triage_heartbeat_stale": (
+        "gauge",
+        "1 when the heartbeat is older than heartbeat_max_age: the alerting pipeline is broken.",
+    ),
     "triage_ready": ("gauge", "1 when the store is writable and the playbooks are loaded."),
 }
 

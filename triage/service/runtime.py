@@ -154,6 +154,19 @@ class Service:
             self.dispatcher.wake()
         return result
 
+    def heartbeat_stale(self, now: float | None = None) -> bool | None:
+        """Whether the heartbeat is overdue (None when no `heartbeat_max_age` is set).
+
+        Never seen counts from the service's start, so a pipeline that never delivered
+        the heartbeat is reported too, once `heartbeat_max_age` has passed.
+        """
+        max_age = self.config.heartbeat_max_age
+        if max_age is None:
+            return None
+        now = time.time() if now is None else now
+        last = self.store.heartbeat_last_seen()
+        return now - (last if last is not None else self.started_at) > max_age
+
     def prometheus_reachable(self) -> bool:
         """Whether Prometheus answers `vector(1)`, checked at most every few seconds."""
         now = time.monotonic()

@@ -34,7 +34,7 @@ from signals.catalog import Catalog, QueryOptions, load_catalog
 from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import FetchReport, fetch_frame
-from signals.prometheus import PrometheusSource
+from signals.prometheus import PrometheusError, PrometheusSource
 from triage.graph import TriageGraph, build_graph
 from triage.model import AUTO
 from triage.render import to_text
@@ -86,6 +86,10 @@ def _first_line(text: str) -> str:
     return re.sub(r"\s+", " ", line)[:300]
 
 
+class Remembered(SignalError):
+    """A recent Prometheus failure, given again without asking Prometheus."""
+
+
 class FrameCache:
     """Frames by moment, shared by every group diagnosed at that moment; one fetch in flight per moment.
 
@@ -93,15 +97,23 @@ class FrameCache:
     service's), never on the group, so groups whose alerts start in the same step
     read the same frame: in a storm, one fetch per moment instead of one per group.
     Entries live `ttl` seconds (a recent window can still gain late samples) and at
-    most `size` are kept. Failed fetches are never cached.
+    most `size` are kept.
+
+    A failure of Prometheus itself (unreachable, timing out, refusing, answering
+    something else than Prometheus) is remembered for `breaker` seconds and given to
+    every diagnosis in that time without asking again: otherwise a blackholed
+    Prometheus would cost each waiting group a full timeout, one after another.
+    A failure that belongs to one moment (no series in that window) is not shared.
     """
 
-    def __init__(self, size: int = 16, ttl: float = 60.0) -> None:
+    def __init__(self, size: int = 16, ttl: float = 60.0, breaker: float = 5.0) -> None:
         self.size = size
         self.ttl = ttl
+        self.breaker = breaker
         self._lock = threading.Lock()
         self._frames: dict[float, tuple[float, SignalFrame, FetchReport]] = {}
         self._inflight: dict[float, threading.Lock] = {}
+        self._failure: tuple[float, PrometheusError] | None = None
 
     def get(
         self, at: float, fetch: Callable[[], tuple[SignalFrame, FetchReport]]
@@ -115,12 +127,19 @@ class FrameCache:
                 hit = self._frames.get(at)
                 if hit is not None and now - hit[0] <= self.ttl:
                     return hit[1], hit[2], False
+                if self._failure is not None and now - self._failure[0] <= self.breaker:
+                    raise Remembered(str(self._failure[1]))
             try:
                 frame, report = fetch()
+            except PrometheusError as exc:
+                with self._lock:
+                    self._failure = (time.monotonic(), exc)
+                raise
             finally:
                 with self._lock:
                     self._inflight.pop(at, None)
             with self._lock:
+                self._failure = None
                 self._frames[at] = (time.monotonic(), frame, report)
                 for key in sorted(self._frames, key=lambda k: self._frames[k][0])[: -self.size]:
                     del self._frames[key]
@@ -162,7 +181,7 @@ class Diagnoser:
                 f"signals unavailable ({reason})",
                 f"signals unavailable ({reason})",
                 reason,
-                1,
+                0 if isinstance(exc, Remembered) else 1,
             )
         diagnosis = diagnose(self.graph, frame, item.symptom, frame.end, source=item.symptom_source)
         diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
