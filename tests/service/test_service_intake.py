@@ -354,3 +354,17 @@ def test_14_unreachable_prometheus_is_stored_as_unavailable(served: tuple[TestCl
     assert got["signals"].startswith("unavailable: ") and "refused" in got["signals"]
     assert got["diagnosis"] is None and "Traceback" not in got["summary"]
     assert count(db, "work", "state = 'pending' AND attempts = 1") == 1  # queued for a retry
+
+
+def test_a_group_firing_again_after_it_resolved_is_a_new_episode(
+    served: tuple[TestClient, Service, Path],
+) -> None:
+    client, _, db = served
+    post(client, notification([alert("fa", T0, instance="a")]))
+    post(client, notification([alert("fa", T0, status="resolved", ends_at=T0 + 30, instance="a")]))
+    wait_until(lambda: count(db, "groups", "closed = 1") == 1)
+    # The same labels fire again a minute later: within the coalescing window of the
+    # first episode's work, but a new episode gets its own diagnosis.
+    assert post(client, notification([alert("fa", T0 + 60, instance="a")])).json()["new"] == 1
+    assert count(db, "work") == 2
+    assert rows(db, "SELECT episode, closed FROM groups")[0][:] == (2, 0)

@@ -75,10 +75,11 @@ CREATE TABLE IF NOT EXISTS work (
     unavailable TEXT,
     summary TEXT,
     diagnosis TEXT,
-    UNIQUE (group_key, at, symptom)
+    episode INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (group_key, episode, at, symptom)
 );
 CREATE INDEX IF NOT EXISTS work_due ON work (state, next_at);
-CREATE INDEX IF NOT EXISTS work_group ON work (group_key, symptom, at);
+CREATE INDEX IF NOT EXISTS work_group ON work (group_key, episode, symptom, at);
 CREATE TABLE IF NOT EXISTS annotations (
     id INTEGER PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -355,17 +356,25 @@ class Store:
                 new += 1
                 symptom, source = symptom_of(alert.labels)
                 at = bucket(alert.starts_at, step)
+                if alert.status == "firing" and group is not None and group["closed"]:
+                    db.execute(
+                        "UPDATE groups SET closed = 0, episode = episode + 1, last_signature = NULL "
+                        "WHERE group_key = ?",
+                        (note.group_key,),
+                    )
+                    episode += 1
+                    group = {"closed": 0, "episode": episode}
                 work = db.execute(
-                    "SELECT id FROM work WHERE group_key = ? AND symptom = ? AND at > ? AND at < ? "
-                    "ORDER BY abs(at - ?), id LIMIT 1",
-                    (note.group_key, symptom, at - window, at + window, at),
+                    "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? "
+                    "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
+                    (note.group_key, episode, symptom, at - window, at + window, at),
                 ).fetchone()
                 if work is None:
                     new_work += 1
                     work_id = db.execute(
                         "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
-                        "created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                        (note.group_key, at, symptom, source, now, now),
+                        "created_at, episode) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+                        (note.group_key, at, symptom, source, now, now, episode),
                     ).lastrowid
                     done = None
                 else:
@@ -375,14 +384,6 @@ class Store:
                         "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
                         (work_id,),
                     ).fetchone()
-                if alert.status == "firing" and group is not None and group["closed"]:
-                    db.execute(
-                        "UPDATE groups SET closed = 0, episode = episode + 1, last_signature = NULL "
-                        "WHERE group_key = ?",
-                        (note.group_key,),
-                    )
-                    episode += 1
-                    group = {"closed": 0, "episode": episode}
                 db.execute(
                     "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
                     "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "

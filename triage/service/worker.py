@@ -280,24 +280,40 @@ class ProcessRunner:
     """
 
     def __init__(self, spec: DiagnoserSpec, processes: int) -> None:
-        self._pool = ProcessPoolExecutor(
-            max_workers=processes,
+        self._spec = spec
+        self._processes = processes
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self._processes,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_child_init,
-            initargs=(spec,),
+            initargs=(self._spec,),
         )
 
     def run(self, item: WorkItem) -> WorkResult:
+        with self._lock:
+            pool = self._pool
         try:
-            return self._pool.submit(_child_run, item).result()
+            return pool.submit(_child_run, item).result()
         except BrokenProcessPool as exc:
+            # A diagnosing process died (killed, out of memory): start new ones; the
+            # item is stored as unavailable and retried like any other failure.
+            _LOG.error("a diagnosis process died; starting new ones")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = self._new_pool()
             reason = f"internal error: {type(exc).__name__}"
             return WorkResult(
                 "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
             )
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            pool = self._pool
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Runner(Protocol):
