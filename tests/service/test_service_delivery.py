@@ -160,6 +160,7 @@ def test_11_prometheus_503_then_back(tmp_path: Path, prometheus_url: str, hook: 
             wait_until(lambda: count(db, "annotations", "state = 'unavailable'") == 2, timeout=60)
             got = client.get("/api/annotations/1").json()
             assert got["signals"].startswith("unavailable: ") and "503" in got["signals"]
+            assert service.metrics.total("triage_signals_unavailable_total") >= 1
             assert hook.wait_for(1)
             assert hook.received[0].json["diagnosis"]["signals"].startswith("unavailable")
             stand_in.play(Reply.proxied(prometheus_url))
@@ -183,7 +184,12 @@ def test_19_sink_down_then_back_delivers_once_with_one_key(tmp_path: Path, hook:
             client.post("/api/alertmanager", json=notification(group_of(2), group="tpot")).status_code == 200
         )
         hook.stop()  # connection refused for a while
-        wait_until(lambda: service.metrics.value("triage_sink_failures_total", sink="hook") >= 5)
+        wait_until(
+            lambda: (
+                service.metrics.value("triage_sink_failures_total", sink="hook", reason="unreachable") >= 3
+            )
+        )
+        assert service.metrics.value("triage_sink_failures_total", sink="hook", reason="http_503") >= 3
         hook.restart()
         hook.recover()
         assert hook.wait_for(lambda got: any(r.status == 200 for r in got), timeout=30)

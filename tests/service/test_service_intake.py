@@ -354,6 +354,7 @@ def test_14_unreachable_prometheus_is_stored_as_unavailable(served: tuple[TestCl
     assert got["signals"].startswith("unavailable: ") and "refused" in got["signals"]
     assert got["diagnosis"] is None and "Traceback" not in got["summary"]
     assert count(db, "work", "state = 'pending' AND attempts = 1") == 1  # queued for a retry
+    assert 'triage_signals_unavailable_total{reason="unreachable"} 1' in client.get("/metrics").text
 
 
 def test_a_group_firing_again_after_it_resolved_is_a_new_episode(

@@ -29,14 +29,14 @@ _HELP: dict[str, tuple[str, str]] = {
     ),
     "triage_signals_unavailable_total": (
         "counter",
-        "Diagnoses stored with signals unavailable (retried later).",
+        "Diagnoses stored with signals unavailable (retried later), by reason.",
     ),
     "triage_diagnosis_seconds": (
         "histogram",
         "Time to fetch the signals and diagnose one group at one moment.",
     ),
     "triage_sink_deliveries_total": ("counter", "Sink deliveries by sink and outcome."),
-    "triage_sink_failures_total": ("counter", "Failed sink delivery attempts by sink."),
+    "triage_sink_failures_total": ("counter", "Failed sink delivery attempts by sink and reason."),
     "triage_template_errors_total": (
         "counter",
         "Sink template errors (the bundled template was used instead).",
@@ -102,6 +102,12 @@ class Metrics:
         key = tuple(sorted(labels.items()))
         with self._lock:
             return self._counters.get(name, {}).get(key, 0.0)
+
+    def total(self, name: str, **labels: str) -> float:
+        """The sum over every series of `name` whose labels include `labels`."""
+        wanted = set(labels.items())
+        with self._lock:
+            return sum(v for k, v in self._counters.get(name, {}).items() if wanted <= set(k))
 
     def observe_latency(self, seconds: float) -> None:
         with self._lock:

@@ -156,10 +156,11 @@ class Renderer:
 
 @dataclass(frozen=True)
 class Attempt:
-    """The outcome of one HTTP attempt."""
+    """The outcome of one HTTP attempt; `reason` is a metric label (http_503, unreachable, error_body)."""
 
     ok: bool
     error: str = ""
+    reason: str = ""
 
 
 def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
@@ -180,18 +181,20 @@ def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
             reply = response.read(65536)
             status = response.status
     except urllib.error.HTTPError as exc:
-        return Attempt(False, f"HTTP {exc.code}")
+        return Attempt(False, f"HTTP {exc.code}", f"http_{exc.code}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return Attempt(False, f"unreachable: {type(reason).__name__}")
+        return Attempt(False, f"unreachable: {type(reason).__name__}", "unreachable")
     if not 200 <= status < 300:
-        return Attempt(False, f"HTTP {status}")
+        return Attempt(False, f"HTTP {status}", f"http_{status}")
     try:
         parsed = json.loads(reply) if reply.strip().startswith(b"{") else None
     except ValueError:
         parsed = None
     if isinstance(parsed, dict) and parsed.get("ok") is False:
-        return Attempt(False, f"HTTP {status} with an error body: {str(parsed.get('error', ''))[:100]}")
+        return Attempt(
+            False, f"HTTP {status} with an error body: {str(parsed.get('error', ''))[:100]}", "error_body"
+        )
     return Attempt(True)
 
 
@@ -263,7 +266,7 @@ class Dispatcher:
             self.store.delivered(row)
             self.metrics.inc("triage_sink_deliveries_total", sink=sink.name, outcome="delivered")
             return True
-        self.metrics.inc("triage_sink_failures_total", sink=sink.name)
+        self.metrics.inc("triage_sink_failures_total", sink=sink.name, reason=attempt.reason)
         tries = row.attempts + 1
         if tries >= sink.max_tries:
             self.store.failed(row, attempt.error, None)

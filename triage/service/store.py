@@ -172,6 +172,8 @@ class WorkResult:
     headline: str
     unavailable: str | None
     fetches: int
+    reason: str = ""
+    """For unavailable signals, the kind of failure (timeout, unreachable, auth, not_json, ...)."""
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,10 @@ def _first_line(text: str) -> str:
 class Remembered(SignalError):
     """A recent Prometheus failure, given again without asking Prometheus."""
 
+    def __init__(self, failure: PrometheusError) -> None:
+        super().__init__(str(failure))
+        self.kind = failure.kind
+
 
 class FrameCache:
     """Frames by moment, shared by every group diagnosed at that moment; one fetch in flight per moment.
@@ -128,7 +132,7 @@ class FrameCache:
                 if hit is not None and now - hit[0] <= self.ttl:
                     return hit[1], hit[2], False
                 if self._failure is not None and now - self._failure[0] <= self.breaker:
-                    raise Remembered(str(self._failure[1]))
+                    raise Remembered(self._failure[1])
             try:
                 frame, report = fetch()
             except PrometheusError as exc:
@@ -182,6 +186,7 @@ class Diagnoser:
                 f"signals unavailable ({reason})",
                 reason,
                 0 if isinstance(exc, Remembered) else 1,
+                getattr(exc, "kind", "no_data"),
             )
         diagnosis = diagnose(self.graph, frame, item.symptom, frame.end, source=item.symptom_source)
         diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
@@ -393,7 +398,7 @@ class WorkerPool:
         self.metrics.inc("triage_signal_fetches_total", result.fetches)
         retry_at = None
         if result.unavailable is not None:
-            self.metrics.inc("triage_signals_unavailable_total")
+            self.metrics.inc("triage_signals_unavailable_total", reason=result.reason or "internal")
             delay = self.retry_unavailable * 2 ** min(max(item.attempts - 1, 0), 6)
             retry_at = time.time() + min(delay, MAX_RETRY_DELAY)
         try:
