@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from signals.errors import InputErrors
 from triage.service.app import create_app
 from triage.service.runtime import Service
 
@@ -369,3 +370,8 @@ def test_a_group_firing_again_after_it_resolved_is_a_new_episode(
     assert post(client, notification([alert("fa", T0 + 60, instance="a")])).json()["new"] == 1
     assert count(db, "work") == 2
     assert rows(db, "SELECT episode, closed FROM groups")[0][:] == (2, 0)
+
+
+def test_an_unopenable_store_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(InputErrors, match=r"store: cannot open .*missing/t\.db"):
+        make_service(tmp_path / "missing" / "t.db", closed_port_url())

@@ -8,6 +8,7 @@ else stays pending in the store for the next start.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -73,14 +74,19 @@ class Service:
             raise InputErrors(
                 [InputError("(config)", 0, p.split(": ", 1)[0], p.split(": ", 1)[1]) for p in problems]
             )
-        self.store = Store(
-            config.store,
-            list(sinks),
-            synchronous=config.store_sync,
-            builder=partial(
-                build_message, public_url=config.public_url, label_limit=config.limits.max_label_chars
-            ),
-        )
+        try:
+            self.store = Store(
+                config.store,
+                list(sinks),
+                synchronous=config.store_sync,
+                builder=partial(
+                    build_message, public_url=config.public_url, label_limit=config.limits.max_label_chars
+                ),
+            )
+        except sqlite3.Error as exc:
+            raise InputErrors(
+                [InputError("(config)", 0, "store", f"cannot open {config.store}: {exc}")]
+            ) from None
         self.choose = symptom_chooser(self.graph, config.alert_symptoms)
         spec = DiagnoserSpec(
             config.playbooks,
