@@ -41,6 +41,8 @@ NEVER_IN_CORE = [
     "triage.cli",
     "uvicorn",
     "starlette",
+    "fastapi",
+    "triage.service",
 ]
 
 

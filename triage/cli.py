@@ -52,6 +52,7 @@ from triage.scorecard import (
     render_scorecard,
     scorecard_format,
 )
+from triage.service.command import add_serve_parser, run_serve
 from triage.sourceargs import (
     SourceArgError,
     add_prometheus_options,
@@ -309,6 +310,8 @@ def build_parser(extensions: Sequence[Extension] = ()) -> argparse.ArgumentParse
     )
     pc.add_argument("--first", action="store_true", help="stop at the first problem")
     add_playbook_option(pc)
+
+    add_serve_parser(sub)
     for extension in extensions:
         extension.add(sub)
     return parser
@@ -878,6 +881,8 @@ def main(argv: Sequence[str] | None = None, extensions: Sequence[Extension] = ()
             return cmd_audit(args, out)
         if args.command == "playbooks" and args.playbooks_command == "check":
             return cmd_playbooks_check(args, out)
+        if args.command == "serve":
+            return run_serve(args)
         if args.command in ("playbooks", "signals"):
             parser.parse_args([args.command, "--help"])
         parser.print_help(sys.stderr)

@@ -1,0 +1,220 @@
+"""Benchmark of `triage serve` under an alert storm; prints a table.
+
+A temporary Prometheus is backfilled with 3 hours of raw vLLM V1 + DCGM +
+kube-state-metrics series for 8 replicas (tools/rawsynth.py; KV pressure in the last
+half hour). `triage serve` runs as a subprocess on a fresh SQLite store with that
+Prometheus as its signal source. `bench/storm_client.py` then builds 10,000 alerts in
+200 groups as Alertmanager would send them (snapshots in waves, exact repeats, HA
+duplicates; their startsAt inside the incident) and posts them from concurrent
+clients, spread over `--within` seconds. Measured:
+
+  lost                   storm episodes with no annotation in the store
+  duplicate annotations  annotations beyond one per (fingerprint, startsAt)
+  intake p50 / p99       per-request latency seen by the clients (send to full response)
+  all annotated after    from the first POST until every alert has its diagnosis stored
+  peak RSS               of the service process and its diagnosis process(es), summed (VmHWM)
+  fetches per group      signal fetch rounds against Prometheus per alert group
+
+Targets (issue #4): zero lost, zero duplicates, intake p99 <= 50 ms, all annotated
+within 60 s, peak RSS <= 300 MB. Run: python -m bench.serve_storm [--store-sync full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench.storm_client import build_storm, episodes, post_storm
+from signals.fixture import load_fixture
+from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from tools.rawsynth import write_raw
+from tools.synth import Fleet
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path(__file__).resolve().parent / "out"
+RAW = OUT / "serve-storm-8x3h-raw.yaml"
+TOKEN = "bench-storm-token"
+
+
+def build() -> Path:
+    OUT.mkdir(exist_ok=True)
+    f = Fleet(
+        "bench-serve-storm-8-replicas-3h",
+        "Benchmark: 8 replicas, 3 hours; KV pressure in the last half hour.",
+        replicas=8,
+        duration="3h",
+        seed=8,
+        info_signals=False,
+        gaps=0,
+    )
+    f.step("kv_usage_ratio", "2h20m", to=0.985, ramp="6m")
+    f.step("preemption_rate", "2h22m", to=2.5, ramp="3m")
+    f.step("tpot_p99_seconds", "2h23m", factor=2.6, ramp="3m")
+    f.step("ttft_p99_seconds", "2h24m", factor=2.2, ramp="3m")
+    f.step("queue_waiting", "2h24m", to=6, ramp="3m")
+    write_raw(f, str(RAW), "bench-serve-storm-raw", "tpot_slow", expect={"cause": "kv_pressure"})
+    return RAW
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            out += [int(child), *descendants(int(child))]
+    return out
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"triage serve exited {process.returncode}")
+        try:
+            with opener.open(f"{url}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("triage serve did not come up")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--alerts", type=int, default=10_000)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=4, help="diagnosis threads of the service (4)")
+    parser.add_argument("--concurrency", type=int, default=16, help="posting clients (16)")
+    parser.add_argument("--within", type=float, default=15.0, help="seconds to spread the storm over (15)")
+    parser.add_argument(
+        "--store-sync", choices=("normal", "full"), default="normal", help="SQLite durability"
+    )
+    args = parser.parse_args()
+    if not RAW.exists():
+        t0 = time.perf_counter()
+        build()
+        print(f"generated {RAW.name} in {time.perf_counter() - t0:.0f} s")
+    fixture = load_fixture(str(RAW))
+    frame = fixture.frame
+    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    origin = datetime.fromtimestamp(frame.end, UTC) - timedelta(minutes=20)
+    storm = build_storm(args.alerts, args.groups, start=origin)
+    wanted = episodes(storm)
+    with TemporaryPrometheus(text, startup_timeout=300) as prometheus, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "token").write_text(TOKEN)
+        db = work / "triage.db"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = (work / "serve.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "triage.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--store", str(db), "--prometheus", prometheus.url, "--token-file", str(work / "token"),
+             "--workers", str(args.workers), "--store-sync", args.store_sync, "--log-level", "warning"],
+            stdout=log, stderr=log, cwd=ROOT, env={**os.environ, "NO_PROXY": "*"},
+        )  # fmt: skip
+        try:
+            wait_healthy(url, process)
+            t0 = time.monotonic()
+            result = post_storm(
+                f"{url}/api/alertmanager",
+                storm,
+                concurrency=args.concurrency,
+                token=TOKEN,
+                rate=len(storm) / args.within,
+            )
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+            all_done = None
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                pending = conn.execute("SELECT count(*) FROM annotations WHERE state = 'pending'").fetchone()[
+                    0
+                ]
+                total = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
+                if pending == 0 and total >= len(wanted):
+                    all_done = time.monotonic() - t0
+                    break
+                time.sleep(0.2)
+            rss_main = peak_rss_mb(process.pid)
+            rss_children = [peak_rss_mb(c) for c in descendants(process.pid)]
+            rss = rss_main + sum(rss_children)
+            stored = {
+                (fp, datetime.fromtimestamp(s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+                for fp, s in conn.execute("SELECT fingerprint, starts_at FROM annotations")
+            }
+            n_rows = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
+            states = dict(conn.execute("SELECT state, count(*) FROM annotations GROUP BY state").fetchall())
+            causes = conn.execute(
+                "SELECT cause, count(*) FROM annotations GROUP BY cause ORDER BY 2 DESC LIMIT 1"
+            ).fetchone()
+            fetches, items = conn.execute("SELECT sum(fetches), count(*) FROM work").fetchone()
+            groups = conn.execute("SELECT count(*) FROM groups").fetchone()[0]
+            conn.close()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            log.close()
+    wanted_norm = {(fp, _norm(s)) for fp, s in wanted}
+    lost = len(wanted_norm - stored)
+    duplicates = n_rows - len(stored)
+    p50, p99 = result.latency(50), result.latency(99)
+    rows = [
+        ("notifications posted", f"{result.requests}", "", result.ok == result.requests),
+        ("answered 2xx", f"{result.ok}", f"{result.requests}", result.ok == result.requests),
+        ("alerts (unique episodes)", f"{len(wanted)}", "", True),
+        ("lost", f"{lost}", "0", lost == 0),
+        ("duplicate annotations", f"{duplicates}", "0", duplicates == 0),
+        ("intake p50", f"{(p50 or 0) * 1000:.1f} ms", "", True),
+        ("intake p99", f"{(p99 or 0) * 1000:.1f} ms", "<= 50 ms", p99 is not None and p99 <= 0.050),
+        ("storm posted in", f"{result.wall_seconds:.1f} s", "<= 20 s", result.wall_seconds <= 20),
+        ("all annotated after", f"{all_done:.1f} s" if all_done else "not within 600 s", "<= 60 s",
+         all_done is not None and all_done <= 60),
+        ("peak RSS, service + diagnosis", f"{rss:.0f} MB", "<= 300 MB", rss <= 300),
+        ("  of which the intake process", f"{rss_main:.0f} MB", "", True),
+        ("signal fetches per group", f"{fetches / max(groups, 1):.2f}", "", True),
+        ("diagnoses (group x moment)", f"{items} for {groups} groups", "", True),
+        ("annotation states", ", ".join(f"{k}: {v}" for k, v in sorted(states.items())), "", True),
+        ("most common cause", f"{causes[0]} ({causes[1]})" if causes else "-", "", True),
+        ("exit status after SIGTERM", f"{code}", "0", code == 0),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>24}  {'target':>10}  ok")
+    for name, value, target, ok in rows:
+        print(f"{name:<{width}}  {value:>24}  {target:>10}  {'yes' if ok else 'NO'}")
+    return 0 if all(r[3] for r in rows) else 1
+
+
+def _norm(text: str) -> str:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

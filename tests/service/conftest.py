@@ -1,0 +1,22 @@
+"""Fixtures of the webhook service tests: one real, backfilled Prometheus for the whole session.
+
+The Prometheus holds the raw vLLM incident of the live-signal tests (four replicas whose
+KV cache fills an hour in), so a diagnosis taken at `AT` names `kv_pressure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from promserver import require_prometheus_binaries
+from test_live import raw_kv_incident
+
+from signals.tempprom import TemporaryPrometheus
+
+
+@pytest.fixture(scope="session")
+def prometheus_url() -> Iterator[str]:
+    require_prometheus_binaries()
+    with TemporaryPrometheus(raw_kv_incident()) as prom:
+        yield prom.url

@@ -1,0 +1,160 @@
+"""Helpers for the webhook service tests: an in-process service, a `triage serve` subprocess, waits.
+
+`make_service` builds the same `Service` the command line runs, from the same flags,
+so the unit tests exercise the real configuration path. `ServeProcess` runs the real
+`triage serve` command in a subprocess, for the crash, signal and end-to-end tests.
+Waits poll a condition until a bound (never a fixed sleep): a passing test takes as
+long as the system needs, a failing one fails at the bound with what it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from triage.service.config import load_config
+from triage.service.runtime import Service
+
+ROOT = Path(__file__).resolve().parents[2]
+PAYLOADS = json.loads(
+    (ROOT.parent / "shared" / "reference" / "alertmanager-webhook-payloads.json").read_text()
+)
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+T = TypeVar("T")
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def make_service(store: Path, prometheus: str, **flags: Any) -> Service:
+    """A Service from command-line style flags (see triage.service.command)."""
+    config = flags.pop("config", None)
+    values: dict[str, Any] = {"store": str(store), "prometheus": prometheus, **flags}
+    return Service(load_config(config, values))
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05) -> T:
+    """Poll until `condition()` is truthy; its value, or AssertionError at the bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value: {value!r})")
+        time.sleep(interval)
+
+
+def rows(db: Path, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    """Read the store directly (read-only), as an operator would."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(sql, tuple(args)).fetchall()
+    finally:
+        conn.close()
+
+
+def count(db: Path, table: str, where: str = "1", args: Sequence[Any] = ()) -> int:
+    if not db.exists():
+        return 0
+    return int(rows(db, f"SELECT count(*) FROM {table} WHERE {where}", args)[0][0])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http(
+    method: str, url: str, body: object = None, headers: Mapping[str, str] | None = None, timeout: float = 30
+) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None and not isinstance(body, bytes) else body
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with _NO_PROXY.open(request, timeout=timeout) as response:
+            raw = response.read()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+class ServeProcess:
+    """`triage serve` in a subprocess on a free port; `kill()` is SIGKILL, `terminate()` SIGTERM."""
+
+    def __init__(self, args: Sequence[str], log: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.args = ["--listen", f"127.0.0.1:{self.port}", *args]
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ServeProcess:
+        handle = self.log.open("ab")
+        env = {**os.environ, "NO_PROXY": "*", "no_proxy": "*"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "triage.cli", "serve", *self.args],
+            stdout=handle,
+            stderr=handle,
+            env=env,
+            cwd=ROOT,
+        )
+        handle.close()
+
+        def up() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"triage serve exited {self.process.returncode}: {self.log.read_text()[-2000:]}"
+                )
+            try:
+                return http("GET", f"{self.url}/healthz", timeout=1)[0] == 200
+            except OSError:
+                return False
+
+        wait_until(up, timeout)
+        return self
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 40.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)

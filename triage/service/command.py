@@ -1,0 +1,208 @@
+"""`triage serve`: its options and its run loop.
+
+Kept apart from `triage.cli` so the rest of the command line starts without loading
+the web stack: the parser here needs only argparse, and uvicorn is imported when the
+service actually runs. uvicorn owns the signals: on SIGTERM or Ctrl-C it stops
+accepting connections, lets in-flight requests finish, then the app's lifespan drains
+the workers and the sinks, and the process exits 0. Work not finished stays pending
+in the store and resumes at the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+from triage.service.config import PROMETHEUS_TOKEN_ENV, TOKEN_ENV, load_config
+
+EPILOG = f"""\
+Point an Alertmanager receiver at it (send_resolved and max_alerts recommended):
+
+  receivers:
+    - name: triage
+      webhook_configs:
+        - url: http://triage:9095/api/alertmanager
+          send_resolved: true
+          max_alerts: 200
+          http_config:
+            authorization:
+              credentials_file: /etc/alertmanager/triage-token
+
+then run:
+
+  triage serve --prometheus http://prometheus:9090 --token-file /etc/triage/token \\
+      --store /var/lib/triage/triage.db --config /etc/triage/serve.yaml   # sinks in the file
+
+Every alert is stored before the answer, diagnosed in the background at its startsAt
+(symptom: the alert's `symptom` label, else --alert-symptom, else the playbooks'
+alert_symptoms, else auto), and each group's diagnosis is sent once to every sink.
+Flags override the --config file (see docs/serve.md for every key). Secrets: prefer
+files or ${TOKEN_ENV} / ${PROMETHEUS_TOKEN_ENV} to flags, which show up in `ps`.
+
+endpoints: POST /api/alertmanager · GET /api/annotations[/ID] · GET /annotations/ID
+(HTML) · GET /api/deliveries · /healthz · /readyz · /metrics · /openapi.json
+
+exit codes: 0 stopped by SIGTERM or Ctrl-C, 2 bad configuration.
+"""
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Add the `serve` subcommand to the `triage` parser's subparsers."""
+    s = sub.add_parser(
+        "serve",
+        help="Alertmanager webhook service: every alert arrives already diagnosed",
+        description="Run the Alertmanager webhook receiver: store each alert, diagnose each alert group "
+        "against Prometheus in the background, serve the annotations, and send one message per group "
+        "event to the configured sinks.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    s.add_argument("--config", metavar="FILE", help="settings as YAML (see docs/serve.md); flags override it")
+    s.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:9095)")
+    s.add_argument("--store", metavar="PATH", help="SQLite database file (default triage.db)")
+    s.add_argument(
+        "--store-sync",
+        choices=("normal", "full"),
+        help="normal: survives the process being killed (default); full: also fsyncs every commit",
+    )
+    s.add_argument("--playbooks", metavar="DIR", help="playbook folder (default: bundled)")
+    s.add_argument("--templates", metavar="DIR", help="your own sink/page templates (searched first)")
+    s.add_argument("--public-url", metavar="URL", help="this service's external URL, for links in messages")
+    s.add_argument("--workers", type=int, metavar="N", help="threads taking diagnosis work (default 4)")
+    s.add_argument(
+        "--diagnosis-processes",
+        type=int,
+        metavar="N",
+        help="processes that fetch and diagnose, apart from the intake (default 1; 0: in the worker threads)",
+    )
+    auth = s.add_argument_group("intake authentication (as Alertmanager's http_config sends it)")
+    auth.add_argument("--token-file", metavar="FILE", help=f"bearer token file (or ${TOKEN_ENV})")
+    auth.add_argument("--token", metavar="TOKEN", help="bearer token (visible in ps; prefer --token-file)")
+    prom = s.add_argument_group("signals")
+    prom.add_argument("--prometheus", metavar="URL", help="Prometheus-compatible base URL (required)")
+    prom.add_argument(
+        "--prometheus-token-file", metavar="FILE", help=f"bearer token file (or ${PROMETHEUS_TOKEN_ENV})"
+    )
+    prom.add_argument(
+        "--prometheus-timeout", metavar="DURATION", help="deadline of one fetch round (default 10s)"
+    )
+    prom.add_argument(
+        "--selector", metavar="S", help="label matchers for every query, e.g. '{namespace=\"llm\"}'"
+    )
+    prom.add_argument("--replica-label", metavar="L", help="label that names a replica (default instance)")
+    prom.add_argument("--lookback", metavar="DURATION", help="history fetched before the alert (default 2h)")
+    prom.add_argument(
+        "--coalesce",
+        metavar="DURATION",
+        help="alerts of a group starting within this of each other share one diagnosis (default 5m)",
+    )
+    prom.add_argument(
+        "--step",
+        metavar="DURATION",
+        help="resolution of the fetched signals (default 30s)",
+    )
+    alerts = s.add_argument_group("alerts")
+    alerts.add_argument(
+        "--alert-symptom",
+        metavar="ALERTNAME=SYMPTOM",
+        action="append",
+        help="symptom of an alertname without a symptom label (repeatable)",
+    )
+    alerts.add_argument(
+        "--heartbeat", metavar="ALERTNAME", help="always-firing alert, not diagnosed (default Watchdog)"
+    )
+    alerts.add_argument(
+        "--heartbeat-max-age",
+        metavar="DURATION",
+        help="report the pipeline broken (/readyz, /metrics) when the heartbeat is older (e.g. 8h)",
+    )
+    alerts.add_argument(
+        "--max-body-bytes", type=int, metavar="N", help="largest request body (default 4 MiB)"
+    )
+    alerts.add_argument(
+        "--max-alerts", type=int, metavar="N", help="most alerts in one notification (default 5000)"
+    )
+    sinks = s.add_argument_group("sinks (more options in the config file)")
+    sinks.add_argument(
+        "--sink-webhook", metavar="URL", action="append", help="generic JSON webhook (repeatable)"
+    )
+    sinks.add_argument(
+        "--sink-slack", metavar="URL", action="append", help="Slack-compatible incoming webhook"
+    )
+    s.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+
+_FLAGS = (
+    "listen",
+    "store",
+    "store_sync",
+    "playbooks",
+    "templates",
+    "public_url",
+    "workers",
+    "diagnosis_processes",
+    "token_file",
+    "token",
+    "prometheus",
+    "prometheus_token_file",
+    "prometheus_timeout",
+    "selector",
+    "replica_label",
+    "lookback",
+    "step",
+    "coalesce",
+    "alert_symptom",
+    "heartbeat",
+    "heartbeat_max_age",
+    "max_body_bytes",
+    "max_alerts",
+    "sink_webhook",
+    "sink_slack",
+)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Validate everything, then serve until SIGTERM; InputErrors go back to the CLI (exit 2)."""
+    import uvicorn
+
+    from triage.service.app import create_app
+    from triage.service.runtime import Service
+
+    loaded = load_config(args.config, {name: getattr(args, name, None) for name in _FLAGS})
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    service = Service(loaded)
+    app = create_app(service)
+    config = loaded.config
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=args.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=20,
+            server_header=False,
+        )
+    )
+    sys.stderr.write(
+        f"triage: serving on http://{config.host}:{config.port} (store {config.store}, "
+        f"{len(config.sinks)} sink{'s' if len(config.sinks) != 1 else ''}, "
+        f"auth {'on' if loaded.secrets.auth_required else 'OFF'})\n"
+    )
+    # uvicorn re-raises the stop signal to the handler it found once it has drained; a
+    # handler that does nothing makes a requested stop a normal exit (status 0).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
+    server.run()
+    return 0
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """The stop was requested and the service has drained: nothing left to do."""

@@ -1,0 +1,123 @@
+"""What a sink hears about a group: one message built from the store, as plain data.
+
+A message is built inside the transaction that queues it, so it is a snapshot of the
+group at the moment its diagnosis was ready (or it resolved), kept in the outbox, and
+sent unchanged on every retry. It is data only: label and annotation values are
+copied, truncated, and later escaped by the templates, never evaluated as templates.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from signals.timeparse import format_instant
+
+MAX_ALERTS_KEPT = 1000
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _clip_map(values: dict[str, str], limit: int) -> dict[str, str]:
+    return {_clip(k, limit): _clip(v, limit) for k, v in sorted(values.items())}
+
+
+def annotation_url(public_url: str | None, annotation_id: int) -> str | None:
+    return f"{public_url.rstrip('/')}/annotations/{annotation_id}" if public_url else None
+
+
+def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
+    """The headline of a stored annotation: symptom, top cause, first actions, forbidden actions."""
+    if row is None:
+        return {"state": "pending", "symptom": None, "cause": None, "signals": None}
+    data: dict[str, Any] = json.loads(row["diagnosis"]) if row["diagnosis"] else {}
+    causes = data.get("causes") or []
+    top = causes[0] if causes else None
+    return {
+        "state": row["state"],
+        "symptom": row["symptom"],
+        "cause": row["cause"],
+        "layer": top.get("layer") if top else None,
+        "score": top.get("score") if top else None,
+        "also": [c["cause"] for c in causes[1:4]],
+        "signals": row["signals"],
+        "first_actions": [a.get("text", "") for a in (data.get("first_actions") or [])[:3]],
+        "forbidden": [f.get("action", "") for f in data.get("forbidden") or []],
+        "missing_signals": list(data.get("missing_signals") or []),
+    }
+
+
+def build_message(
+    db: sqlite3.Connection,
+    group_key: str,
+    kind: str,
+    episode: int,
+    work_id: int | None,
+    *,
+    public_url: str | None,
+    label_limit: int,
+) -> dict[str, Any]:
+    """The message for one group event: `diagnosis`, `changed` or `resolved`."""
+    group = db.execute("SELECT * FROM groups WHERE group_key = ?", (group_key,)).fetchone()
+    cols = (
+        "id, fingerprint, alertname, status, starts_at, ends_at, labels, annotations, state, symptom, cause"
+    )
+    if kind == "changed" and work_id is not None:
+        rows = db.execute(
+            f"SELECT {cols} FROM annotations WHERE work_id = ? ORDER BY starts_at, id", (work_id,)
+        ).fetchall()
+    else:
+        status = "resolved" if kind == "resolved" else "firing"
+        rows = db.execute(
+            f"SELECT {cols} FROM annotations WHERE group_key = ? AND episode = ? AND status = ? "
+            "ORDER BY starts_at, id",
+            (group_key, episode, status),
+        ).fetchall()
+    if work_id is not None:
+        source = db.execute(
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "JOIN work w ON w.id = a.work_id WHERE a.work_id = ? LIMIT 1",
+            (work_id,),
+        ).fetchone()
+    else:
+        source = db.execute(
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "JOIN work w ON w.id = a.work_id WHERE a.group_key = ? AND a.episode = ? "
+            "AND a.state != 'pending' ORDER BY a.annotated_at DESC, a.id DESC LIMIT 1",
+            (group_key, episode),
+        ).fetchone()
+    alerts = []
+    for r in rows[:MAX_ALERTS_KEPT]:
+        ends = r["ends_at"]
+        labels = json.loads(r["labels"])
+        notes = json.loads(r["annotations"])
+        alerts.append(
+            {
+                "id": r["id"],
+                "fingerprint": r["fingerprint"],
+                "alertname": _clip(r["alertname"], label_limit),
+                "status": r["status"],
+                "starts_at": format_instant(r["starts_at"]),
+                "ends_at": format_instant(ends) if ends is not None else None,
+                "duration_seconds": round(ends - r["starts_at"], 3) if ends is not None else None,
+                "labels": _clip_map(labels, label_limit),
+                "summary": _clip(notes.get("summary", ""), label_limit),
+                "url": annotation_url(public_url, r["id"]),
+            }
+        )
+    return {
+        "kind": kind,
+        "status": "resolved" if kind == "resolved" else "firing",
+        "group_key": group_key,
+        "episode": episode,
+        "receiver": group["receiver"] if group else "",
+        "group_labels": _clip_map(json.loads(group["group_labels"]), label_limit) if group else {},
+        "external_url": group["external_url"] if group else "",
+        "truncated_alerts": int(group["truncated"]) if group else 0,
+        "alert_count": len(rows),
+        "alerts": alerts,
+        "diagnosis": diagnosis_brief(source),
+    }

@@ -1,0 +1,292 @@
+"""Delivering group messages: rendering them for each sink, and sending them from the outbox.
+
+Rendering. Templates are jinja2, bundled and overridable from a folder; they run in
+`SandboxedEnvironment`, and alert data reaches them only as values (nothing ever
+calls `from_string` on a label). Slack's control characters (`&`, `<`, `>`) are
+escaped on every expression by `finalize`, so a template cannot forget it and a label
+`<!channel>` cannot page a channel; only `link(url, text)` produces a raw link. A
+missing value renders `n/a`. A template that fails (a sandbox violation, a bad
+expression, JSON that does not parse) is counted and the bundled template used.
+
+Delivery. One thread per sink sends its messages in order (a `resolved` never
+overtakes the diagnosis it closes), each with an `Idempotency-Key` header that is
+fixed when the message is queued, so a receiver can drop the repeats that
+at-least-once delivery implies. A failure is retried with exponential backoff and
+jitter, and after `max_tries` the message is a dead letter, visible in the API and in
+the metrics. Sink URLs are secrets (Slack's carry one): errors name the sink, never
+the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from triage import __version__
+from triage.service.config import SinkSettings
+from triage.service.metrics import Metrics
+from triage.service.store import OutboxRow, Store
+
+_LOG = logging.getLogger("triage.service")
+
+DEFAULT_TEMPLATES = {"webhook": "webhook.json.j2", "slack": "slack.txt.j2"}
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+class NotAvailable(jinja2.ChainableUndefined):
+    """A missing value renders `n/a`, never an empty string that reads as a real value."""
+
+    def __str__(self) -> str:
+        return "n/a"
+
+
+class SlackLink(str):
+    """A link built by `link()`: the only text that reaches Slack unescaped."""
+
+
+def slack_escape(value: Any) -> str:
+    """Slack's control characters as entities, and control characters made visible."""
+    text = str(value)
+    text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_finalize(value: Any) -> Any:
+    if isinstance(value, SlackLink):
+        return value
+    if value is None:
+        return "n/a"
+    if isinstance(value, jinja2.Undefined):
+        return str(value)
+    return slack_escape(value)
+
+
+def _link(url: Any, text: Any) -> SlackLink:
+    safe_url = slack_escape(url).replace("|", "%7C")
+    return SlackLink(f"<{safe_url}|{slack_escape(text).replace('|', '¦')}>")
+
+
+def _loader(folder: str | None) -> jinja2.BaseLoader:
+    bundled = jinja2.PackageLoader("triage.service", "templates")
+    if folder is None:
+        return bundled
+    return jinja2.ChoiceLoader([jinja2.FileSystemLoader(folder), bundled])
+
+
+class Renderer:
+    """Sink bodies and the annotation page, from bundled or user templates."""
+
+    def __init__(self, folder: str | None = None, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics or Metrics()
+        self._text = {
+            "user": SandboxedEnvironment(
+                loader=_loader(folder), undefined=NotAvailable, autoescape=False, finalize=_slack_finalize
+            ),
+            "bundled": SandboxedEnvironment(
+                loader=_loader(None), undefined=NotAvailable, autoescape=False, finalize=_slack_finalize
+            ),
+        }
+        self._json = {
+            "user": SandboxedEnvironment(loader=_loader(folder), undefined=NotAvailable, autoescape=False),
+            "bundled": SandboxedEnvironment(loader=_loader(None), undefined=NotAvailable, autoescape=False),
+        }
+        self._html = SandboxedEnvironment(loader=_loader(folder), undefined=NotAvailable, autoescape=True)
+        for env in (*self._text.values(), *self._json.values()):
+            env.globals["link"] = _link
+
+    def check(self, sinks: Mapping[str, SinkSettings]) -> list[str]:
+        """Problems with the templates the sinks name (for the start-up check)."""
+        problems = []
+        for name, sink in sinks.items():
+            template = sink.template or DEFAULT_TEMPLATES[sink.kind]
+            envs = self._json if sink.kind == "webhook" else self._text
+            try:
+                envs["user"].get_template(template)
+            except jinja2.TemplateError as exc:
+                problems.append(f"sinks.{name}.template: {template}: {exc}")
+        return problems
+
+    def body(self, sink: SinkSettings, message: Mapping[str, Any]) -> bytes:
+        """The HTTP body for one sink; falls back to the bundled template on any template error."""
+        template = sink.template or DEFAULT_TEMPLATES[sink.kind]
+        alerts = list(message.get("alerts", []))
+        shown = alerts[: sink.max_alerts_listed]
+        more = int(message.get("alert_count", len(alerts))) - len(shown)
+        context = {"message": message, "alerts": shown, "more": more, "sink": sink.name}
+        for which in ("user", "bundled"):
+            try:
+                return self._render(
+                    sink.kind, which, template if which == "user" else DEFAULT_TEMPLATES[sink.kind], context
+                )
+            except (jinja2.TemplateError, ValueError, TypeError) as exc:
+                self.metrics.inc("triage_template_errors_total", sink=sink.name)
+                _LOG.warning(
+                    "sink %s: template %s failed (%s: %s); using the bundled one",
+                    sink.name,
+                    template,
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
+        raise RuntimeError("the bundled template failed")  # pragma: no cover
+
+    def _render(self, kind: str, which: str, template: str, context: Mapping[str, Any]) -> bytes:
+        if kind == "webhook":
+            text = self._json[which].get_template(template).render(context)
+            json.loads(text)
+            return text.encode()
+        text = self._text[which].get_template(template).render(context)
+        return json.dumps({"text": text.strip()}, ensure_ascii=False).encode()
+
+    def page(self, context: Mapping[str, Any]) -> str:
+        return self._html.get_template("annotation.html.j2").render(context)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The outcome of one HTTP attempt; `reason` is a metric label (http_503, unreachable, error_body)."""
+
+    ok: bool
+    error: str = ""
+    reason: str = ""
+
+
+def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
+    """POST once; never raises, never puts the URL in the error."""
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+            "User-Agent": f"llm-triage/{__version__}",
+        },
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            reply = response.read(65536)
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        return Attempt(False, f"HTTP {exc.code}", f"http_{exc.code}")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Attempt(False, f"unreachable: {type(reason).__name__}", "unreachable")
+    if not 200 <= status < 300:
+        return Attempt(False, f"HTTP {status}", f"http_{status}")
+    try:
+        parsed = json.loads(reply) if reply.strip().startswith(b"{") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("ok") is False:
+        return Attempt(
+            False, f"HTTP {status} with an error body: {str(parsed.get('error', ''))[:100]}", "error_body"
+        )
+    return Attempt(True)
+
+
+class Dispatcher:
+    """One delivery thread per sink, reading the outbox."""
+
+    def __init__(
+        self,
+        store: Store,
+        sinks: Mapping[str, SinkSettings],
+        urls: Mapping[str, str],
+        renderer: Renderer,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.sinks = dict(sinks)
+        self.urls = dict(urls)
+        self.renderer = renderer
+        self.metrics = metrics
+        self._stop = threading.Event()
+        self._wake = {name: threading.Event() for name in self.sinks}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name in self.sinks:
+            thread = threading.Thread(
+                target=self._loop, args=(name,), name=f"triage-sink-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        for event in self._wake.values():
+            event.set()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        self.wake()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _loop(self, name: str) -> None:
+        sink = self.sinks[name]
+        wake = self._wake[name]
+        while not self._stop.is_set():
+            try:
+                rows = self.store.due_messages(name, time.time())
+            except Exception:
+                _LOG.exception("sink %s: cannot read the outbox", name)
+                self._stop.wait(1.0)
+                continue
+            if not rows:
+                wake.wait(2.0)
+                wake.clear()
+                continue
+            row = rows[0]
+            wait = row.next_at - time.time()
+            if wait > 0:
+                wake.wait(min(wait, 2.0))
+                wake.clear()
+                continue
+            self.deliver(sink, row)
+
+    def deliver(self, sink: SinkSettings, row: OutboxRow) -> bool:
+        body = self.renderer.body(sink, row.message)
+        attempt = post(self.urls[sink.name], body, row.key, sink.timeout)
+        if attempt.ok:
+            self.store.delivered(row)
+            self.metrics.inc("triage_sink_deliveries_total", sink=sink.name, outcome="delivered")
+            return True
+        self.metrics.inc("triage_sink_failures_total", sink=sink.name, reason=attempt.reason)
+        tries = row.attempts + 1
+        if tries >= sink.max_tries:
+            self.store.failed(row, attempt.error, None)
+            self.metrics.inc("triage_sink_deliveries_total", sink=sink.name, outcome="dead_letter")
+            _LOG.warning(
+                "sink %s: message %s is a dead letter after %d tries (%s)",
+                sink.name,
+                row.id,
+                tries,
+                attempt.error,
+            )
+            return False
+        delay = min(sink.max_backoff, sink.backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
+        self.store.failed(row, attempt.error, time.time() + delay)
+        _LOG.info("sink %s: attempt %d failed (%s); next in %.1fs", sink.name, tries, attempt.error, delay)
+        return False
+
+
+def read_template_folder(folder: str | None) -> str | None:
+    """The folder, if it exists; ValueError naming it otherwise."""
+    if folder is not None and not Path(folder).is_dir():
+        raise ValueError(f"{folder} is not a folder")
+    return folder

@@ -1,0 +1,415 @@
+"""Background diagnosis: a pool of threads that take work from the store and fill annotations.
+
+The HTTP intake never waits for Prometheus; it only records work. Each worker claims
+one due item (a group at one moment), fetches the signals once through the bounded
+`PrometheusSource` seam (its deadline is the per-diagnosis budget), walks the graph at
+the alerts' start, and stores the result for every alert of the item in one
+transaction. When Prometheus cannot answer at all, the annotations are stored with
+the signals marked unavailable and the item is retried later with a growing delay,
+until it can be diagnosed. Threads suit this: the time goes to HTTP waits and numpy.
+
+The diagnosis itself runs in separate processes by default (`ProcessRunner`), so
+parsing replies and walking the graph never hold the GIL the intake needs; worker
+threads only claim work, wait for the result and store it. `ThreadRunner` diagnoses
+in the worker threads instead (one PrometheusSource per thread, since a source's
+connection pool is sized for one round at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from signals.catalog import Catalog, QueryOptions, load_catalog
+from signals.errors import SignalError
+from signals.frame import SignalFrame
+from signals.live import FetchReport, fetch_frame
+from signals.prometheus import PrometheusError, PrometheusSource
+from triage.graph import TriageGraph, build_graph
+from triage.model import AUTO
+from triage.render import to_text
+from triage.service.metrics import Metrics
+from triage.service.store import Store, WorkItem, WorkResult
+from triage.sources import load_playbooks
+from triage.walk import diagnose, symptom_from_alert
+
+_LOG = logging.getLogger("triage.service")
+
+MAX_RETRY_DELAY = 600.0
+
+
+def symptom_chooser(
+    graph: TriageGraph, configured: Mapping[str, str]
+) -> Callable[[Mapping[str, str]], tuple[str, str]]:
+    """labels -> (symptom, source): the `symptom` label, the configured map, the playbooks, else auto."""
+    kb = graph.knowledge
+
+    def choose(labels: Mapping[str, str]) -> tuple[str, str]:
+        label = labels.get("symptom")
+        if label and label in kb.symptoms:
+            return label, "alert label"
+        name = labels.get("alertname", "")
+        if name in configured:
+            return configured[name], "configured map"
+        found = symptom_from_alert({"alertname": name}, kb) if name else None
+        if found:
+            return found, "playbook alert_symptoms"
+        return AUTO, "auto"
+
+    return choose
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """How a worker reads signals: the window before the alert and the per-diagnosis budget."""
+
+    lookback: float
+    step: float
+    retry_unavailable: float
+
+
+SourceFactory = Callable[[], PrometheusSource]
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return re.sub(r"\s+", " ", line)[:300]
+
+
+class Remembered(SignalError):
+    """A recent Prometheus failure, given again without asking Prometheus."""
+
+    def __init__(self, failure: PrometheusError) -> None:
+        super().__init__(str(failure))
+        self.kind = failure.kind
+
+
+class FrameCache:
+    """Frames by moment, shared by every group diagnosed at that moment; one fetch in flight per moment.
+
+    A fetch depends only on the moment (the window, step and selector are the
+    service's), never on the group, so groups whose alerts start in the same step
+    read the same frame: in a storm, one fetch per moment instead of one per group.
+    Entries live `ttl` seconds (a recent window can still gain late samples) and at
+    most `size` are kept.
+
+    A failure of Prometheus itself (unreachable, timing out, refusing, answering
+    something else than Prometheus) is remembered for `breaker` seconds and given to
+    every diagnosis in that time without asking again: otherwise a blackholed
+    Prometheus would cost each waiting group a full timeout, one after another.
+    A failure that belongs to one moment (no series in that window) is not shared.
+    """
+
+    def __init__(self, size: int = 16, ttl: float = 60.0, breaker: float = 5.0) -> None:
+        self.size = size
+        self.ttl = ttl
+        self.breaker = breaker
+        self._lock = threading.Lock()
+        self._frames: dict[float, tuple[float, SignalFrame, FetchReport]] = {}
+        self._inflight: dict[float, threading.Lock] = {}
+        self._failure: tuple[float, PrometheusError] | None = None
+
+    def get(
+        self, at: float, fetch: Callable[[], tuple[SignalFrame, FetchReport]]
+    ) -> tuple[SignalFrame, FetchReport, bool]:
+        """(frame, report, fetched): `fetched` is False when another fetch's frame was reused."""
+        with self._lock:
+            gate = self._inflight.setdefault(at, threading.Lock())
+        with gate:
+            now = time.monotonic()
+            with self._lock:
+                hit = self._frames.get(at)
+                if hit is not None and now - hit[0] <= self.ttl:
+                    return hit[1], hit[2], False
+                if self._failure is not None and now - self._failure[0] <= self.breaker:
+                    raise Remembered(self._failure[1])
+            try:
+                frame, report = fetch()
+            except PrometheusError as exc:
+                with self._lock:
+                    self._failure = (time.monotonic(), exc)
+                raise
+            finally:
+                with self._lock:
+                    self._inflight.pop(at, None)
+            with self._lock:
+                self._failure = None
+                self._frames[at] = (time.monotonic(), frame, report)
+                for key in sorted(self._frames, key=lambda k: self._frames[k][0])[: -self.size]:
+                    del self._frames[key]
+            return frame, report, True
+
+
+class Diagnoser:
+    """Turns one work item into a WorkResult; no store access, so it can be tested alone."""
+
+    def __init__(
+        self,
+        graph: TriageGraph,
+        catalog: Catalog,
+        options: QueryOptions,
+        fetch: FetchSettings,
+        cache: FrameCache | None = None,
+    ) -> None:
+        self.graph = graph
+        self.catalog = catalog
+        self.options = options
+        self.fetch = fetch
+        self.cache = cache or FrameCache()
+
+    def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
+        def fetch() -> tuple[SignalFrame, FetchReport]:
+            return fetch_frame(
+                source, self.catalog, self.options, item.at, self.fetch.lookback, self.fetch.step
+            )
+
+        try:
+            frame, report, fetched = self.cache.get(item.at, fetch)
+        except SignalError as exc:
+            reason = _first_line(str(exc)) or type(exc).__name__
+            return WorkResult(
+                "unavailable",
+                item.symptom,
+                None,
+                None,
+                f"signals unavailable ({reason})",
+                f"signals unavailable ({reason})",
+                reason,
+                0 if isinstance(exc, Remembered) else 1,
+                getattr(exc, "kind", "no_data"),
+            )
+        diagnosis = diagnose(self.graph, frame, item.symptom, frame.end, source=item.symptom_source)
+        diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
+        top = diagnosis.top
+        headline = (
+            f"{diagnosis.symptom} -> {top.cause} ({top.layer}), score {top.score:.2f}"
+            if top
+            else f"{diagnosis.symptom} -> no cause departs from its baseline"
+        )
+        return WorkResult(
+            signature=f"{diagnosis.symptom}:{top.cause if top else 'none'}",
+            symptom=diagnosis.symptom,
+            cause=top.cause if top else None,
+            diagnosis=diagnosis.to_json(),
+            summary=to_text(diagnosis),
+            headline=headline,
+            unavailable=None,
+            fetches=1 if fetched else 0,
+        )
+
+
+@dataclass(frozen=True)
+class DiagnoserSpec:
+    """Everything a diagnosing process needs to build its own Diagnoser and Prometheus source."""
+
+    playbooks: str | None
+    catalog: tuple[str, ...]
+    options: QueryOptions
+    fetch: FetchSettings
+    prometheus_url: str
+    prometheus_timeout: float
+    prometheus_token: str | None = field(default=None, repr=False)
+
+    def source(self) -> PrometheusSource:
+        return PrometheusSource(
+            self.prometheus_url, timeout=self.prometheus_timeout, bearer_token=self.prometheus_token
+        )
+
+    def diagnoser(self) -> Diagnoser:
+        graph = build_graph(load_playbooks(Path(self.playbooks) if self.playbooks else None))
+        return Diagnoser(graph, load_catalog(list(self.catalog)), self.options, self.fetch)
+
+
+def run_safely(diagnoser: Diagnoser, item: WorkItem, source: PrometheusSource) -> WorkResult:
+    """A result whatever happens: an unexpected error is stored like unavailable signals, and retried."""
+    try:
+        return diagnoser.run(item, source)
+    except Exception as exc:
+        _LOG.exception("diagnosis of work %s failed", item.id)
+        reason = f"internal error: {type(exc).__name__}"
+        return WorkResult(
+            "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
+        )
+
+
+class ThreadRunner:
+    """Diagnoses in the calling worker thread, with one Prometheus source per thread."""
+
+    def __init__(self, diagnoser: Diagnoser, sources: SourceFactory) -> None:
+        self.diagnoser = diagnoser
+        self.sources = sources
+        self._local = threading.local()
+
+    def run(self, item: WorkItem) -> WorkResult:
+        source: PrometheusSource | None = getattr(self._local, "source", None)
+        if source is None:
+            source = self.sources()
+            self._local.source = source
+        return run_safely(self.diagnoser, item, source)
+
+    def close(self) -> None:
+        """Nothing to release beyond what the threads' exit releases."""
+
+
+_CHILD: tuple[Diagnoser, PrometheusSource] | None = None
+
+
+def _child_init(spec: DiagnoserSpec) -> None:
+    global _CHILD
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    _CHILD = (spec.diagnoser(), spec.source())
+
+
+def _child_run(item: WorkItem) -> WorkResult:
+    assert _CHILD is not None
+    return run_safely(_CHILD[0], item, _CHILD[1])
+
+
+class ProcessRunner:
+    """Diagnoses in separate processes, so number crunching never holds the intake's GIL.
+
+    The intake must answer in milliseconds while diagnoses parse Prometheus replies
+    and walk the graph; in one process they compete for the GIL and the intake's
+    tail latency grows tenfold. Processes are started with `spawn` (forking a
+    threaded server is unsafe) and each keeps its own frame cache and source.
+    """
+
+    def __init__(self, spec: DiagnoserSpec, processes: int) -> None:
+        self._spec = spec
+        self._processes = processes
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self._processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_child_init,
+            initargs=(self._spec,),
+        )
+
+    def run(self, item: WorkItem) -> WorkResult:
+        with self._lock:
+            pool = self._pool
+        try:
+            return pool.submit(_child_run, item).result()
+        except BrokenProcessPool as exc:
+            # A diagnosing process died (killed, out of memory): start new ones; the
+            # item is stored as unavailable and retried like any other failure.
+            _LOG.error("a diagnosis process died; starting new ones")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = self._new_pool()
+            reason = f"internal error: {type(exc).__name__}"
+            return WorkResult(
+                "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            pool = self._pool
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Runner(Protocol):
+    def run(self, item: WorkItem) -> WorkResult: ...
+
+    def close(self) -> None: ...
+
+
+class WorkerPool:
+    """N threads draining the store's work queue; `wake()` after intake, `stop()` to drain."""
+
+    def __init__(
+        self,
+        store: Store,
+        runner: Runner,
+        retry_unavailable: float,
+        metrics: Metrics,
+        workers: int,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.retry_unavailable = retry_unavailable
+        self.metrics = metrics
+        self.workers = workers
+        self.on_change = on_change
+        self._wake = threading.Condition()
+        self._pending_wakes = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._loop, name=f"triage-worker-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        with self._wake:
+            self._pending_wakes += 1
+            self._wake.notify_all()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the items in hand, take no new ones; what is left stays pending in the store."""
+        self._stop.set()
+        self.wake()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.runner.close()
+
+    def _sleep(self) -> None:
+        due = self.store.next_due()
+        delay = 5.0 if due is None else min(5.0, max(0.0, due - time.time()))
+        with self._wake:
+            if self._pending_wakes == 0 and not self._stop.is_set():
+                self._wake.wait(delay)
+            self._pending_wakes = 0
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item = self.store.claim()
+            except Exception:  # the store is the one thing a worker cannot do without
+                _LOG.exception("cannot claim work from the store")
+                self._stop.wait(1.0)
+                continue
+            if item is None:
+                self._sleep()
+                continue
+            self._process(item)
+
+    def _process(self, item: WorkItem) -> None:
+        started = time.monotonic()
+        result = self.runner.run(item)
+        self.metrics.observe_latency(time.monotonic() - started)
+        self.metrics.inc("triage_signal_fetches_total", result.fetches)
+        retry_at = None
+        if result.unavailable is not None:
+            self.metrics.inc("triage_signals_unavailable_total", reason=result.reason or "internal")
+            delay = self.retry_unavailable * 2 ** min(max(item.attempts - 1, 0), 6)
+            retry_at = time.time() + min(delay, MAX_RETRY_DELAY)
+        try:
+            annotated = self.store.complete(item, result, retry_at)
+        except Exception:
+            _LOG.exception("cannot store the result of work %s; it will run again", item.id)
+            try:
+                self.store.release(item)
+            except Exception:
+                _LOG.exception("cannot release work %s", item.id)
+            self._stop.wait(1.0)
+            return
+        self.metrics.inc("triage_annotated_total", annotated)
+        self.on_change()
