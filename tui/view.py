@@ -31,7 +31,13 @@ NOISE_FLOOR: dict[str, float] = {"s": 0.02, "ratio": 0.005, "requests": 5.0, "1/
 """Differences smaller than this (per unit) are noise: no amber tile, no outlier cell."""
 
 
+SIGNAL_NOISE_FLOOR: dict[str, float] = {"tpot_p99_seconds": 0.005, "tpot_p50_seconds": 0.002}
+"""Per-token times live in tens of milliseconds: their floor is finer than other latencies'."""
+
+
 def _floor(signal: str) -> float:
+    if signal in SIGNAL_NOISE_FLOOR:
+        return SIGNAL_NOISE_FLOOR[signal]
     return NOISE_FLOOR.get(SIGNALS[signal].unit, 0.0) if signal in SIGNALS else 0.0
 
 
@@ -140,23 +146,29 @@ def _history(series: FloatArray, index: int, points: int) -> tuple[float, ...]:
 
 
 def gpu_health(frame: SignalFrame, index: int) -> tuple[FloatArray | None, list[str]]:
-    """Replicas with a GPU fault at each step (throttle, XID, ECC), and the ones faulty at `index`."""
+    """How many replicas have a GPU fault (throttle, XID, ECC) at each step, and which at `index`.
+
+    A replica with two kinds of fault counts once. None when no GPU signal is read at all.
+    """
     present = [s for s in GPU_EVENTS if frame.has(s)]
     if not present:
         return None, []
-    names = frame.replica_names()
-    faulty = np.zeros(len(frame.times), dtype=np.float64)
-    now: set[str] = set()
+    steps = len(frame.times)
+    by_replica: dict[str, npt.NDArray[np.bool_]] = {}
+    fleet_only = np.zeros(steps, dtype=bool)
     for signal in present:
         view = frame.replicas(signal)
         if not view.replicas:
-            faulty = np.maximum(faulty, np.nan_to_num(frame.fleet(signal)) > 0)
+            fleet_only |= np.nan_to_num(frame.fleet(signal)) > 0
             continue
         bad = np.nan_to_num(view.values) > 0
-        faulty = faulty + bad.sum(axis=0)
-        now |= {view.replicas[i] for i in np.flatnonzero(bad[:, index])}
-    del names
-    return faulty, sorted(now)
+        for i, replica in enumerate(view.replicas):
+            by_replica[replica] = by_replica.get(replica, np.zeros(steps, dtype=bool)) | bad[i]
+    counts = np.zeros(steps, dtype=np.float64)
+    for row in by_replica.values():
+        counts += row
+    counts = np.maximum(counts, fleet_only.astype(np.float64))
+    return counts, sorted(r for r, row in by_replica.items() if row[index])
 
 
 def tiles(

@@ -19,6 +19,11 @@ from tui.feeds import FixtureFeed, Snapshot
 from tui.widgets import SignalTile, WalkTree
 
 
+@pytest.fixture
+def kv_app(graph: TriageGraph) -> TriageApp:
+    return fixture_app(graph, "kv-pressure-long-context")
+
+
 def _plain(app: TriageApp, selector: str) -> str:
     content = app.query_one(selector, Static).content
     return content.plain if isinstance(content, Text) else str(content)
