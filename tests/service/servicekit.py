@@ -28,7 +28,7 @@ from triage.service.runtime import Service
 
 ROOT = Path(__file__).resolve().parents[2]
 PAYLOADS = json.loads(
-    (ROOT.parent / "shared" / "reference" / "alertmanager-webhook-payloads.json").read_text()
+    (Path(__file__).resolve().parent / "data" / "alertmanager-webhook-payloads.json").read_text()
 )
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 T = TypeVar("T")
