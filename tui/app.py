@@ -33,7 +33,7 @@ from triage.walk import diagnose, symptom_from_alert
 from tui.alerts import AlertView, load_alerts
 from tui.feeds import Feed, Snapshot
 from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
-from tui.view import chart_data, format_value, replica_rows, tile_specs, tiles
+from tui.view import chart_data, format_value, printable, replica_rows, tile_specs, tiles
 from tui.widgets import (
     Chart,
     SignalTile,
@@ -286,7 +286,7 @@ class TriageApp(App[None]):
         if self.snapshot is None:
             self.query_one("#verdict", Static).update(
                 Text(
-                    f"No signals yet: {message.error}\n"
+                    f"No signals yet: {printable(message.error)}\n"
                     f"Retrying every {format_duration(self.settings.refresh)}; r retries now.",
                     style="bold red",
                 )
@@ -305,7 +305,7 @@ class TriageApp(App[None]):
             return
         self.shown_seq = message.seq
         self.query_one("#verdict", Static).update(
-            Text(f"The diagnosis failed: {message.error} (please report it)", style="bold red")
+            Text(f"The diagnosis failed: {printable(message.error)} (please report it)", style="bold red")
         )
 
     def on_alerts_loaded(self, message: AlertsLoaded) -> None:
@@ -314,10 +314,11 @@ class TriageApp(App[None]):
         table.clear()
         for i, a in enumerate(message.alerts):
             started = format_instant(a.starts_at)[5:16].replace("T", " ") if a.starts_at else "?"
-            table.add_row(a.alertname, a.symptom or "—", started, a.state, a.cause or "—", key=str(i))
+            cells = (a.alertname, a.symptom or "—", started, a.state, a.cause or "—")
+            table.add_row(*(printable(c) for c in cells), key=str(i))
         note = f"{len(message.alerts)} firing · enter opens the diagnosis at the alert's start"
         if message.errors:
-            note += " · " + " · ".join(message.errors)
+            note += " · " + printable(" · ".join(message.errors))
         self.query_one("#alerts-note", Static).update(Text(note, style="bold red" if message.errors else ""))
 
     # ----- state to screen ----------------------------------------------------------------
@@ -353,7 +354,7 @@ class TriageApp(App[None]):
     def _render_status(self) -> None:
         text = Text()
         text.append("LIVE " if self.feed.live else "REPLAY ", style="bold reverse")
-        text.append(f" {self.feed.label}")
+        text.append(f" {printable(self.feed.label)}")
         at = self.moment
         if at is not None:
             text.append(f" · {format_instant(at)[5:19].replace('T', ' ')}Z")
@@ -370,7 +371,7 @@ class TriageApp(App[None]):
             text.append(f" · refreshed {fmt_age(max(0.0, self.settings.clock() - self.last_refresh))}")
             text.append(f" every {format_duration(self.settings.refresh)}")
         if self.fetch_error:
-            text.append(f" · FETCH FAILED: {self.fetch_error}", style="bold red")
+            text.append(f" · FETCH FAILED: {printable(self.fetch_error)}", style="bold red")
             if self.snapshot is not None:
                 text.append(" (showing the last good data)", style="red")
         self.query_one("#status", StatusLine).update(text)
@@ -431,7 +432,7 @@ class TriageApp(App[None]):
             rows.sort(key=lambda r: r.replica, reverse=self.sort_by[1])
         for row in rows:
             cells: list[Text] = []
-            name = Text(row.replica, style="bold red" if row.flagged else "")
+            name = Text(printable(row.replica), style="bold red" if row.flagged else "")
             if row.vanished:
                 name.append(" gone", style="bold red")
             if row.gpu_fault:
@@ -568,7 +569,8 @@ class TriageApp(App[None]):
         base = f" · baseline {data.baseline:.4g}" if data.baseline is not None else ""
         title = f"{signal} · up to {format_instant(d.at)}{base} · {len(data.replicas)} replicas"
         query = self.snapshot.queries.get(signal, "(no catalog query for this signal)")
-        self.push_screen(SignalScreen(title, Chart(data, red, id="chart"), replica_lines(data, 100), query))
+        screen = SignalScreen(title, Chart(data, red, id="chart"), replica_lines(data, 100), printable(query))
+        self.push_screen(screen)
 
     @on(SignalTile.Chosen)
     def tile_chosen(self, event: SignalTile.Chosen) -> None:

@@ -21,7 +21,7 @@ from signals.timeparse import format_instant
 from triage.model import CauseFinding, Diagnosis, Evidence
 from triage.render import fmt
 from triage.walk import onset_text
-from tui.view import ChartData, Tile, format_value, plot_rows, spark
+from tui.view import ChartData, Tile, format_value, plot_rows, printable, spark
 
 STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red", "blind": "magenta"}
 MARK = {True: ("✔", "green"), False: ("✘", "red"), None: ("?", "magenta")}
@@ -71,7 +71,7 @@ class SignalTile(Widget, can_focus=True):
         if tile.baseline_text:
             line.append(f"  {tile.baseline_text}")
         if tile.note:
-            line.append(f"  {tile.note}")
+            line.append(f"  {printable(tile.note)}")
         line.truncate(width, overflow="ellipsis")
         if tile.level == "blind":
             return Text.assemble(line, "\n", Text("missing: unknown, not healthy", style="magenta"))
@@ -83,12 +83,12 @@ def evidence_text(e: Evidence) -> Text:
     mark, colour = MARK[e.holds]
     text = Text()
     text.append(mark, style=colour)
-    text.append(f" {e.check}")
+    text.append(f" {printable(e.check)}")
     if e.note:
-        text.append(f"  {e.note}", style="italic")
+        text.append(f"  {printable(e.note)}", style="italic")
     if e.replicas:
         more = " …" if len(e.replicas) > 4 else ""
-        text.append(f"  [{', '.join(e.replicas[:4])}{more}]", style="cyan")
+        text.append(f"  [{printable(', '.join(e.replicas[:4]))}{more}]", style="cyan")
     return text
 
 
@@ -135,7 +135,7 @@ class WalkTree(Tree[str]):
             for c in sorted(findings, key=lambda f: (f.status != "ranked", -f.score, f.cause)):
                 cause_node = node.add(_cause_label(c), data="", expand=c.cause == top)
                 if c.why_not:
-                    cause_node.add_leaf(Text(c.why_not, style="italic"), data="")
+                    cause_node.add_leaf(Text(printable(c.why_not), style="italic"), data="")
                 for e in c.evidence:
                     cause_node.add_leaf(evidence_text(e), data=e.signal)
         self.move_cursor(root)
@@ -195,10 +195,10 @@ def warnings_text(d: Diagnosis) -> Text:
     for f in d.forbidden:
         text.append("  ✗ ", style="red")
         text.append(f.action, style="bold red")
-        text.append(f" — {f.reason}\n")
+        text.append(f" — {printable(f.reason)}\n")
     for signal, reason in d.signal_problems:
         text.append("UNREADABLE ", style="bold magenta")
-        text.append(f"{signal}: {reason}\n")
+        text.append(f"{signal}: {printable(reason)}\n")
     if d.missing_signals:
         text.append("BLIND SPOTS ", style="bold magenta")
         text.append(", ".join(d.missing_signals) + " (missing: unknown, never healthy)\n")
@@ -305,7 +305,7 @@ def replica_lines(d: ChartData, width: int, limit: int = 64) -> Text:
     name_width = min(24, max(len(n) for n in d.replicas))
     spark_width = max(8, width - name_width - 12)
     for value, name, i, stale in last[:limit]:
-        text.append(f"{name[:name_width]:<{name_width}} ")
+        text.append(f"{printable(name)[:name_width]:<{name_width}} ")
         text.append(spark(values[i], spark_width, lo, hi), style="cyan")
         shown = "gone" if stale else format_value(value if math.isfinite(value) else None, d.signal)
         text.append(f" {shown}\n", style="bold red" if stale else "")

@@ -15,7 +15,7 @@ from service.harness.alertmanager import TemporaryAlertmanager, make_alert, requ
 from service.servicekit import ServeProcess, count, wait_until
 from test_live import AT, STEP, raw_kv_incident
 from textual.widgets import DataTable, Static, TabbedContent
-from tuiapp import live_feed, settle
+from tuiapp import fixture_app, live_feed, settle
 
 from signals.tempprom import TemporaryPrometheus
 from triage.graph import TriageGraph
@@ -74,3 +74,22 @@ async def test_alerts_tab_shows_the_services_cause_and_opens_the_alert_at_its_st
                 assert abs(d.at - starts) <= 30  # the fetch's grid ends at the alert's start
                 assert d.top is not None and d.top.cause == "kv_pressure"
                 assert app.pinned  # the periodic refresh does not pull it back to now
+
+
+HOSTILE = "{{ 7*7 }} {% raw %} <!channel> \x1b[2J\u202eevil"
+
+
+async def test_hostile_alert_labels_are_shown_as_data_with_controls_escaped(graph: TriageGraph) -> None:
+    binary = require_alertmanager_binary()
+    with TemporaryAlertmanager("http://127.0.0.1:9/unused", binary=binary) as am:
+        am.push([make_alert(HOSTILE, symptom="ttft_slow", team=HOSTILE)])
+        app = fixture_app(graph, "kv-pressure-long-context", alertmanager=am.url, refresh=3600)
+        async with app.run_test(size=(130, 40)) as pilot:
+            await settle(pilot)
+            await _alerts_loaded(app, pilot)
+            await pilot.press("3")
+            await pilot.pause()
+            shown = app.query_one("#alert-table", DataTable).get_row_at(0)[0]
+            assert shown == "{{ 7*7 }} {% raw %} <!channel> \\x1b[2J\\u202eevil"
+            assert "\x1b" not in shown and "\u202e" not in shown
+            assert app.is_running

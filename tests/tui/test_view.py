@@ -7,7 +7,7 @@ from conftest import frame_of, stepped
 
 from signals.fixture import load_fixture
 from triage.rules import load_slo
-from tui.view import format_value, gpu_health, replica_rows, spark, tile_specs, tiles
+from tui.view import format_value, gpu_health, printable, replica_rows, spark, tile_specs, tiles
 
 STEPS = 40
 
@@ -80,3 +80,13 @@ def test_formats_and_sparklines() -> None:
     assert format_value(None, "kv_usage_ratio") == "—"
     line = spark(np.array([0.0, 1.0, np.nan, 2.0]), 4, lo=0.0)
     assert line[2] == " " and line[0] == "▁" and line[3] == "█"
+
+
+def test_outside_text_reaches_the_terminal_with_its_controls_escaped() -> None:
+    assert printable("vllm-0\x1b[2J\u202e\x07") == "vllm-0\\x1b[2J\\u202e\\x07"
+    assert printable("two\nlines ünïcode 日本") == "two\nlines ünïcode 日本"
+    frame = frame_of(
+        {'kv_usage_ratio{instance="evil\x1b[2J"}': 0.5, 'kv_usage_ratio{instance="b"}': 0.5}, STEPS
+    )
+    _, rows = replica_rows(frame, frame.end)
+    assert [printable(r.replica) for r in rows] == ["b", "evil\\x1b[2J"]
