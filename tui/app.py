@@ -476,8 +476,6 @@ class TriageApp(App[None]):
 
     def _move(self, to: float) -> None:
         if self.feed.live or self.snapshot is None:
-            if self.feed.live:
-                self.notify("The time cursor is for replay (--fixture); live follows now.", timeout=3)
             return
         frame = self.snapshot.frame
         target = min(max(to, frame.start + frame.step), frame.end)
@@ -488,14 +486,10 @@ class TriageApp(App[None]):
     def action_step(self, steps: int) -> None:
         if self.cursor is not None:
             self._move(self.cursor + steps * self._step_size())
-        else:
-            self._move(0)
 
     def action_jump(self, seconds: float) -> None:
         if self.cursor is not None:
             self._move(self.cursor + seconds)
-        else:
-            self._move(0)
 
     def action_onset(self) -> None:
         if self.diagnosis is None or self.diagnosis.onset is None:
@@ -504,9 +498,6 @@ class TriageApp(App[None]):
         self._move(self.diagnosis.onset)
 
     def action_play(self) -> None:
-        if self.feed.live:
-            self._move(0)
-            return
         self.playing = not self.playing
         self._render_status()
 
@@ -543,11 +534,6 @@ class TriageApp(App[None]):
             return focused.signal_at_cursor()
         if isinstance(focused, SignalTile):
             return focused.chart_signal
-        if isinstance(focused, DataTable) and focused.id == "replicas":
-            column = (
-                focused.ordered_columns[focused.cursor_column].key.value if focused.ordered_columns else None
-            )
-            return column if column and column != "replica" else "ttft_p99_seconds"
         if self.diagnosis is not None and self.diagnosis.top and self.diagnosis.top.evidence:
             return self.diagnosis.top.evidence[0].signal
         return None
@@ -590,6 +576,21 @@ class TriageApp(App[None]):
         reverse = not previous[1] if previous and previous[0] == key else worst_first
         self.sort_by = (key, reverse)
         self._render_overview()
+
+    @on(DataTable.RowSelected, "#replicas")
+    def replica_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a replica charts the sorted column, else the row's first outlier, else TTFT."""
+        if self.sort_by is not None and self.sort_by[0] != "replica":
+            self.action_drill(self.sort_by[0])
+            return
+        replica = str(event.row_key.value)
+        if self.snapshot is not None and self.diagnosis is not None:
+            columns, rows = replica_rows(self.snapshot.frame, self.diagnosis.at)
+            row = next((r for r in rows if r.replica == replica), None)
+            if row is not None and row.outliers:
+                self.action_drill(columns[min(row.outliers)][0])
+                return
+        self.action_drill("ttft_p99_seconds")
 
     @on(DataTable.RowSelected, "#alert-table")
     def alert_selected(self, event: DataTable.RowSelected) -> None:

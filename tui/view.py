@@ -40,6 +40,7 @@ def printable(text: str) -> str:
     """
     return text.translate(_UNSAFE)
 
+
 NOISE_FLOOR: dict[str, float] = {"s": 0.02, "ratio": 0.005, "requests": 5.0, "1/s": 0.1, "°C": 3.0}
 """Differences smaller than this (per unit) are noise: no amber tile, no outlier cell."""
 

@@ -325,3 +325,29 @@ async def test_a_diagnosis_that_raises_is_a_line_on_screen_not_a_crash(
         await pilot.press("left")  # and the keys still work
         await settle(pilot)
         assert kv_app.is_running
+
+
+async def test_enter_on_a_replica_charts_its_outlier_or_the_sorted_column(graph: TriageGraph) -> None:
+    app = fixture_app(graph, "routing-imbalance-kv-pressure-hot-replica")
+    async with app.run_test(size=(130, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.query_one("#replicas", DataTable)
+        assert table.get_row_at(0)[0].plain == "vllm-11"  # flagged rows first
+        table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen)
+        assert app.screen.chart.data.signal == "ttft_p99_seconds"  # its first outlier column
+        await pilot.press("escape")
+        kv = [c.key.value for c in table.ordered_columns].index("kv_usage_ratio")
+        x = sum(c.get_render_width(table) for c in table.ordered_columns[:kv]) + 1
+        await pilot.click("#replicas", offset=(x, 0))  # sort by KV, worst first
+        await pilot.pause()
+        assert app.sort_by == ("kv_usage_ratio", True)
+        table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen)
+        assert app.screen.chart.data.signal == "kv_usage_ratio"
