@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -102,6 +104,50 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
     raise SystemExit("triage serve did not come up")
 
 
+def signal_data() -> tuple[str, datetime]:
+    """The backfill text for the temporary Prometheus and the moment its data ends.
+
+    Shared by every service benchmark, so they all diagnose against the same 8-replica
+    incident (generated once into bench/out).
+    """
+    if not RAW.exists():
+        t0 = time.perf_counter()
+        build()
+        print(f"generated {RAW.name} in {time.perf_counter() - t0:.0f} s")
+    frame = load_fixture(str(RAW)).frame
+    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    return text, datetime.fromtimestamp(frame.end, UTC)
+
+
+@contextmanager
+def serving(
+    prometheus_url: str, work: Path, options: Sequence[str] = ()
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """`triage serve` as a subprocess on a fresh store in `work`: (process, base URL, store path).
+
+    It authenticates with TOKEN and logs warnings to work/serve.log; `options` are
+    further `triage serve` flags. Killed on exit if the block did not stop it.
+    """
+    (work / "token").write_text(TOKEN)
+    db = work / "triage.db"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (work / "serve.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "triage.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--store", str(db), "--prometheus", prometheus_url, "--token-file", str(work / "token"),
+             "--log-level", "warning", *options],
+            stdout=log, stderr=log, cwd=ROOT, env={**os.environ, "NO_PROXY": "*"},
+        )  # fmt: skip
+        try:
+            wait_healthy(url, process)
+            yield process, url, db
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -115,72 +161,54 @@ def main() -> int:
         "--store-sync", choices=("normal", "full"), default="normal", help="SQLite durability"
     )
     args = parser.parse_args()
-    if not RAW.exists():
-        t0 = time.perf_counter()
-        build()
-        print(f"generated {RAW.name} in {time.perf_counter() - t0:.0f} s")
-    fixture = load_fixture(str(RAW))
-    frame = fixture.frame
-    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
-    origin = datetime.fromtimestamp(frame.end, UTC) - timedelta(minutes=20)
+    text, end = signal_data()
+    origin = end - timedelta(minutes=20)
     storm = build_storm(args.alerts, args.groups, start=origin)
     wanted = episodes(storm)
-    with TemporaryPrometheus(text, startup_timeout=300) as prometheus, tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "token").write_text(TOKEN)
-        db = work / "triage.db"
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = (work / "serve.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "triage.cli", "serve", "--listen", f"127.0.0.1:{port}",
-             "--store", str(db), "--prometheus", prometheus.url, "--token-file", str(work / "token"),
-             "--workers", str(args.workers), "--store-sync", args.store_sync, "--log-level", "warning"],
-            stdout=log, stderr=log, cwd=ROOT, env={**os.environ, "NO_PROXY": "*"},
-        )  # fmt: skip
-        try:
-            wait_healthy(url, process)
-            t0 = time.monotonic()
-            result = post_storm(
-                f"{url}/api/alertmanager",
-                storm,
-                concurrency=args.concurrency,
-                token=TOKEN,
-                rate=len(storm) / args.within,
-            )
-            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-            all_done = None
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline:
-                pending = conn.execute("SELECT count(*) FROM annotations WHERE state = 'pending'").fetchone()[
-                    0
-                ]
-                total = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
-                if pending == 0 and total >= len(wanted):
-                    all_done = time.monotonic() - t0
-                    break
-                time.sleep(0.2)
-            rss_main = peak_rss_mb(process.pid)
-            rss_children = [peak_rss_mb(c) for c in descendants(process.pid)]
-            rss = rss_main + sum(rss_children)
-            stored = {
-                (fp, datetime.fromtimestamp(s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
-                for fp, s in conn.execute("SELECT fingerprint, starts_at FROM annotations")
-            }
-            n_rows = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
-            states = dict(conn.execute("SELECT state, count(*) FROM annotations GROUP BY state").fetchall())
-            causes = conn.execute(
-                "SELECT cause, count(*) FROM annotations GROUP BY cause ORDER BY 2 DESC LIMIT 1"
-            ).fetchone()
-            fetches, items = conn.execute("SELECT sum(fetches), count(*) FROM work").fetchone()
-            groups = conn.execute("SELECT count(*) FROM groups").fetchone()[0]
-            conn.close()
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-            log.close()
+    with (
+        TemporaryPrometheus(text, startup_timeout=300) as prometheus,
+        tempfile.TemporaryDirectory() as tmp,
+        serving(
+            prometheus.url,
+            Path(tmp),
+            ["--workers", str(args.workers), "--store-sync", args.store_sync],
+        ) as (process, url, db),
+    ):
+        t0 = time.monotonic()
+        result = post_storm(
+            f"{url}/api/alertmanager",
+            storm,
+            concurrency=args.concurrency,
+            token=TOKEN,
+            rate=len(storm) / args.within,
+        )
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        all_done = None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            pending = conn.execute("SELECT count(*) FROM annotations WHERE state = 'pending'").fetchone()[0]
+            total = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
+            if pending == 0 and total >= len(wanted):
+                all_done = time.monotonic() - t0
+                break
+            time.sleep(0.2)
+        rss_main = peak_rss_mb(process.pid)
+        rss_children = [peak_rss_mb(c) for c in descendants(process.pid)]
+        rss = rss_main + sum(rss_children)
+        stored = {
+            (fp, datetime.fromtimestamp(s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            for fp, s in conn.execute("SELECT fingerprint, starts_at FROM annotations")
+        }
+        n_rows = conn.execute("SELECT count(*) FROM annotations").fetchone()[0]
+        states = dict(conn.execute("SELECT state, count(*) FROM annotations GROUP BY state").fetchall())
+        causes = conn.execute(
+            "SELECT cause, count(*) FROM annotations GROUP BY cause ORDER BY 2 DESC LIMIT 1"
+        ).fetchone()
+        fetches, items = conn.execute("SELECT sum(fetches), count(*) FROM work").fetchone()
+        groups = conn.execute("SELECT count(*) FROM groups").fetchone()[0]
+        conn.close()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(60)
     wanted_norm = {(fp, _norm(s)) for fp, s in wanted}
     lost = len(wanted_norm - stored)
     duplicates = n_rows - len(stored)

@@ -3,9 +3,9 @@
 A real Prometheus cannot be made to answer 503 with `Retry-After`, stall, serve an auth
 proxy's HTML page or hang up mid-request, so `PromStandIn` does it on 127.0.0.1:0. It
 plays a script of `Reply`s (the last one repeats), optionally per PromQL query, counts
-the requests and records their headers, and can forward to a real server to give a
-canned success. Stalls wait on an event that `stop()` sets, so a stalled handler never
-holds the test suite.
+the requests (and the most in flight at once) and records their headers, and can
+forward to a real server to give a canned success. Stalls wait on an event that
+`stop()` sets, so a stalled handler never holds the test suite.
 """
 
 from __future__ import annotations
@@ -135,6 +135,8 @@ class PromStandIn:
         for query, replies in (by_query or {}).items():
             self._scripts[query] = list(replies)
         self.seen: list[Seen] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._server = _QuietServer(("127.0.0.1", 0), _Handler)
         self._scheme = "http"
         if tls is not None:
@@ -188,6 +190,16 @@ class PromStandIn:
             return script.pop(0) if len(script) > 1 else script[0]
 
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._reply(handler)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(self, handler: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(handler.path)
         params = parse_qs(parts.query)
         length = int(handler.headers.get("Content-Length") or 0)

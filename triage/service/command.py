@@ -100,6 +100,13 @@ def add_serve_parser(sub: Any) -> None:
         help="alerts of a group starting within this of each other share one diagnosis (default 5m)",
     )
     prom.add_argument(
+        "--max-concurrent-fetches",
+        type=int,
+        metavar="N",
+        help="fetch rounds in flight at once, over all workers and processes; each sends "
+        "at most 8 queries in parallel (default 1)",
+    )
+    prom.add_argument(
         "--step",
         metavar="DURATION",
         help="resolution of the fetched signals (default 30s)",
@@ -154,6 +161,7 @@ _FLAGS = (
     "lookback",
     "step",
     "coalesce",
+    "max_concurrent_fetches",
     "alert_symptom",
     "heartbeat",
     "heartbeat_max_age",

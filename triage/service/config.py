@@ -84,6 +84,7 @@ class PrometheusSettings(_Strict):
     token_file: str | None = None
     retry_unavailable: float = 30.0
     coalesce: float = 300.0
+    max_concurrent_fetches: int = Field(1, ge=1, le=32)
 
     @field_validator("timeout", "lookback", "step", "retry_unavailable", "coalesce", mode="before")
     @classmethod
@@ -224,6 +225,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "lookback": ("prometheus", "lookback"),
     "step": ("prometheus", "step"),
     "coalesce": ("prometheus", "coalesce"),
+    "max_concurrent_fetches": ("prometheus", "max_concurrent_fetches"),
     "token_file": ("auth", "bearer_token_file"),
     "max_body_bytes": ("limits", "max_body_bytes"),
     "max_alerts": ("limits", "max_alerts"),

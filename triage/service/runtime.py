@@ -93,7 +93,10 @@ class Service:
             tuple(config.prometheus.catalog),
             QueryOptions(replica_label=config.prometheus.replica_label, selector=selector),
             FetchSettings(
-                config.prometheus.lookback, config.prometheus.step, config.prometheus.retry_unavailable
+                config.prometheus.lookback,
+                config.prometheus.step,
+                config.prometheus.retry_unavailable,
+                config.prometheus.max_concurrent_fetches,
             ),
             config.prometheus.url,
             config.prometheus.timeout,

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -71,11 +72,17 @@ def symptom_chooser(
 
 @dataclass(frozen=True)
 class FetchSettings:
-    """How a worker reads signals: the window before the alert and the per-diagnosis budget."""
+    """How a worker reads signals: the window before the alert and the per-diagnosis budget.
+
+    `max_concurrent` bounds the fetch rounds in flight over the whole service: each
+    round sends up to 8 queries in parallel, so workers and diagnosis processes
+    fetching at once would otherwise multiply the load on Prometheus in a storm.
+    """
 
     lookback: float
     step: float
     retry_unavailable: float
+    max_concurrent: int = 1
 
 
 SourceFactory = Callable[[], PrometheusSource]
@@ -108,12 +115,24 @@ class FrameCache:
     every diagnosis in that time without asking again: otherwise a blackholed
     Prometheus would cost each waiting group a full timeout, one after another.
     A failure that belongs to one moment (no series in that window) is not shared.
+
+    `rounds` is held around each fetch: a semaphore shared by every cache of the
+    service (across processes too), so at most its value of fetches of different
+    moments reach Prometheus at once. The breaker is checked again once it is held,
+    so diagnoses queued behind a failing fetch do not each wait for their own.
     """
 
-    def __init__(self, size: int = 16, ttl: float = 60.0, breaker: float = 5.0) -> None:
+    def __init__(
+        self,
+        size: int = 16,
+        ttl: float = 60.0,
+        breaker: float = 5.0,
+        rounds: AbstractContextManager[object] | None = None,
+    ) -> None:
         self.size = size
         self.ttl = ttl
         self.breaker = breaker
+        self._rounds: AbstractContextManager[object] = rounds or threading.BoundedSemaphore(1)
         self._lock = threading.Lock()
         self._frames: dict[float, tuple[float, SignalFrame, FetchReport]] = {}
         self._inflight: dict[float, threading.Lock] = {}
@@ -134,7 +153,12 @@ class FrameCache:
                 if self._failure is not None and now - self._failure[0] <= self.breaker:
                     raise Remembered(self._failure[1])
             try:
-                frame, report = fetch()
+                with self._rounds:
+                    with self._lock:
+                        failure = self._failure
+                    if failure is not None and time.monotonic() - failure[0] <= self.breaker:
+                        raise Remembered(failure[1])
+                    frame, report = fetch()
             except PrometheusError as exc:
                 with self._lock:
                     self._failure = (time.monotonic(), exc)
@@ -165,7 +189,7 @@ class Diagnoser:
         self.catalog = catalog
         self.options = options
         self.fetch = fetch
-        self.cache = cache or FrameCache()
+        self.cache = cache or FrameCache(rounds=threading.BoundedSemaphore(fetch.max_concurrent))
 
     def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
         def fetch() -> tuple[SignalFrame, FetchReport]:
@@ -225,9 +249,11 @@ class DiagnoserSpec:
             self.prometheus_url, timeout=self.prometheus_timeout, bearer_token=self.prometheus_token
         )
 
-    def diagnoser(self) -> Diagnoser:
+    def diagnoser(self, rounds: AbstractContextManager[object] | None = None) -> Diagnoser:
+        """A Diagnoser; `rounds` is the service-wide fetch semaphore, when shared with other processes."""
         graph = build_graph(load_playbooks(Path(self.playbooks) if self.playbooks else None))
-        return Diagnoser(graph, load_catalog(list(self.catalog)), self.options, self.fetch)
+        cache = FrameCache(rounds=rounds) if rounds is not None else None
+        return Diagnoser(graph, load_catalog(list(self.catalog)), self.options, self.fetch, cache)
 
 
 def run_safely(diagnoser: Diagnoser, item: WorkItem, source: PrometheusSource) -> WorkResult:
@@ -264,10 +290,10 @@ class ThreadRunner:
 _CHILD: tuple[Diagnoser, PrometheusSource] | None = None
 
 
-def _child_init(spec: DiagnoserSpec) -> None:
+def _child_init(spec: DiagnoserSpec, rounds: AbstractContextManager[object]) -> None:
     global _CHILD
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    _CHILD = (spec.diagnoser(), spec.source())
+    _CHILD = (spec.diagnoser(rounds), spec.source())
 
 
 def _child_run(item: WorkItem) -> WorkResult:
@@ -281,7 +307,9 @@ class ProcessRunner:
     The intake must answer in milliseconds while diagnoses parse Prometheus replies
     and walk the graph; in one process they compete for the GIL and the intake's
     tail latency grows tenfold. Processes are started with `spawn` (forking a
-    threaded server is unsafe) and each keeps its own frame cache and source.
+    threaded server is unsafe) and each keeps its own frame cache and source; they
+    share one semaphore that bounds the fetch rounds in flight. A new pool gets a new
+    semaphore, since a process that died holding the old one never gives it back.
     """
 
     def __init__(self, spec: DiagnoserSpec, processes: int) -> None:
@@ -291,11 +319,13 @@ class ProcessRunner:
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context("spawn")
+        rounds = context.BoundedSemaphore(self._spec.fetch.max_concurrent)
         return ProcessPoolExecutor(
             max_workers=self._processes,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_child_init,
-            initargs=(self._spec,),
+            initargs=(self._spec, rounds),
         )
 
     def run(self, item: WorkItem) -> WorkResult:
