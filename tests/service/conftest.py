@@ -1,4 +1,5 @@
-"""Fixtures of the webhook service tests: one real, backfilled Prometheus for the whole session.
+"""Fixtures of the webhook service tests: one real, backfilled Prometheus for the whole session,
+the Alertmanager binary, and a recording sink per test.
 
 The Prometheus holds the raw vLLM incident of the live-signal tests (four replicas whose
 KV cache fills an hour in), so a diagnosis taken at `AT` names `kv_pressure`.
@@ -14,9 +15,23 @@ from test_live import raw_kv_incident
 
 from signals.tempprom import TemporaryPrometheus
 
+from .harness.alertmanager import require_alertmanager_binary
+from .harness.sink import RecordingSink
+
 
 @pytest.fixture(scope="session")
 def prometheus_url() -> Iterator[str]:
     require_prometheus_binaries()
     with TemporaryPrometheus(raw_kv_incident()) as prom:
         yield prom.url
+
+
+@pytest.fixture
+def binary() -> str:
+    return require_alertmanager_binary()
+
+
+@pytest.fixture
+def sink() -> Iterator[RecordingSink]:
+    with RecordingSink() as recording:
+        yield recording

@@ -10,12 +10,10 @@ store. Numbers in the test names refer to reliability.md §6.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 from promserver import PromStandIn, Reply
 from test_live import AT
 
@@ -23,7 +21,6 @@ from .harness.alertmanager import (
     TemporaryAlertmanager,
     ha_pair,
     make_alert,
-    require_alertmanager_binary,
     resolved,
 )
 from .harness.sink import RecordingSink
@@ -31,17 +28,6 @@ from .payloads import alert, notification
 from .servicekit import ServeProcess, count, free_port, http, rows, wait_until
 
 TOKEN = "e2e-token-51c"
-
-
-@pytest.fixture
-def binary() -> str:
-    return require_alertmanager_binary()
-
-
-@pytest.fixture
-def sink() -> Iterator[RecordingSink]:
-    with RecordingSink() as recording:
-        yield recording
 
 
 def serve_args(tmp_path: Path, prometheus: str, sink: RecordingSink, *extra: str) -> list[str]:

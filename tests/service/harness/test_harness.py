@@ -18,7 +18,6 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,6 @@ from .alertmanager import (
     TemporaryAlertmanager,
     ha_pair,
     make_alert,
-    require_alertmanager_binary,
     resolved,
 )
 from .sink import Received, RecordingSink
@@ -51,17 +49,6 @@ from .sink import Received, RecordingSink
 WEBHOOK_PATH = "/api/alertmanager"
 TOKEN = "t0ken-for-tests"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@pytest.fixture
-def binary() -> str:
-    return require_alertmanager_binary()
-
-
-@pytest.fixture
-def sink() -> Iterator[RecordingSink]:
-    with RecordingSink() as recording:
-        yield recording
 
 
 def old_alert(name: str = "LLMTTFTP99High", instance: str = "10.0.0.1:8000") -> dict[str, Any]:
