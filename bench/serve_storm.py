@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from bench.storm_client import build_storm, episodes, post_storm
 from signals.fixture import load_fixture
-from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
 from tools.rawsynth import write_raw
 from tools.synth import Fleet
 
@@ -66,12 +65,6 @@ def build() -> Path:
     f.step("queue_waiting", "2h24m", to=6, ramp="3m")
     write_raw(f, str(RAW), "bench-serve-storm-raw", "tpot_slow", expect={"cause": "kv_pressure"})
     return RAW
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -130,7 +123,7 @@ def serving(
     """
     (work / "token").write_text(TOKEN)
     db = work / "triage.db"
-    port = free_port()
+    port = free_loopback_port()
     url = f"http://127.0.0.1:{port}"
     with (work / "serve.log").open("wb") as log:
         process = subprocess.Popen(

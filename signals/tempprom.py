@@ -148,7 +148,8 @@ def to_openmetrics(series: Iterable[OpenMetricsSeries]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _free_loopback_port() -> int:
+def free_loopback_port() -> int:
+    """A loopback TCP port free right now, for a server a test or benchmark starts."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -281,7 +282,7 @@ class TemporaryPrometheus:
     def _launch(self, prometheus: str, config: Path, data: Path, *, last_attempt: bool) -> bool:
         """Start once; False when the port was taken meanwhile and another try makes sense."""
         assert self._dir is not None
-        port = _free_loopback_port()
+        port = free_loopback_port()
         log = self._dir / "prometheus.log"
         args = [
             prometheus,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from signals.tempprom import free_loopback_port
 from triage.service.config import load_config
 from triage.service.runtime import Service
 
@@ -36,10 +36,7 @@ T = TypeVar("T")
 
 def closed_port_url() -> str:
     """A loopback URL where nothing listens (connection refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_loopback_port()}"
 
 
 def make_service(store: Path, prometheus: str, **flags: Any) -> Service:
@@ -77,12 +74,6 @@ def count(db: Path, table: str, where: str = "1", args: Sequence[Any] = ()) -> i
     return int(rows(db, f"SELECT count(*) FROM {table} WHERE {where}", args)[0][0])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def http(
     method: str, url: str, body: object = None, headers: Mapping[str, str] | None = None, timeout: float = 30
 ) -> tuple[int, Any]:
@@ -106,7 +97,7 @@ class ServeProcess:
     """`triage serve` in a subprocess on a free port; `kill()` is SIGKILL, `terminate()` SIGTERM."""
 
     def __init__(self, args: Sequence[str], log: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
+        self.port = port or free_loopback_port()
         self.args = ["--listen", f"127.0.0.1:{self.port}", *args]
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None

@@ -17,6 +17,8 @@ from typing import Any
 from promserver import PromStandIn, Reply
 from test_live import AT
 
+from signals.tempprom import free_loopback_port
+
 from .harness.alertmanager import (
     TemporaryAlertmanager,
     ha_pair,
@@ -25,7 +27,7 @@ from .harness.alertmanager import (
 )
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import ServeProcess, count, free_port, http, rows, wait_until
+from .servicekit import ServeProcess, count, http, rows, wait_until
 
 TOKEN = "e2e-token-51c"
 
@@ -98,7 +100,7 @@ def test_4_ha_pair_duplicates_make_one_annotation_per_episode(
 ) -> None:
     """Both members deliver after the receiver was unreachable (alertmanager#4108); one annotation each."""
     db = tmp_path / "triage.db"
-    port = free_port()
+    port = free_loopback_port()
     alerts = am_alerts(2)
     with ha_pair(
         f"http://127.0.0.1:{port}/api/alertmanager", bearer_token=TOKEN, peer_timeout="1s",

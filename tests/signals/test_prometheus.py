@@ -10,7 +10,6 @@ import base64
 import logging
 import math
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -31,7 +30,7 @@ from signals.prometheus import (
     PrometheusUnavailable,
     QueryResult,
 )
-from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
 
 START = 1_760_000_000.0
 STEP = 15.0
@@ -56,13 +55,6 @@ def make_source() -> Iterator[Any]:
     yield make
     for source in made:
         source.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # ------------------------------------------------------------------ transient faults
@@ -162,7 +154,7 @@ def test_hang_up_is_unreachable_and_retried(make_source: Any) -> None:
 
 
 def test_connection_refused_is_unreachable_within_the_deadline(make_source: Any) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{free_loopback_port()}"
     source = make_source(url, timeout=1.0)
     began = time.monotonic()
     result = one(source)

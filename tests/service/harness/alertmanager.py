@@ -47,6 +47,8 @@ from typing import Any
 import pytest
 import yaml
 
+from signals.tempprom import free_loopback_port
+
 BINARIES = ("prometheus-alertmanager", "alertmanager")
 ZERO_TIME = "0001-01-01T00:00:00Z"
 """How Alertmanager serialises `endsAt` of a firing alert in a webhook notification."""
@@ -85,17 +87,15 @@ def require_alertmanager_binary() -> str:
 def free_port(udp_too: bool = False) -> int:
     """A loopback port free right now (TCP, and UDP too for a gossip port, which memberlist needs both of)."""
     for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("127.0.0.1", 0))
-            port = int(tcp.getsockname()[1])
-            if not udp_too:
-                return port
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
+        port = free_loopback_port()
+        if not udp_too:
+            return port
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            try:
+                udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     raise AlertmanagerError("no free loopback port with both TCP and UDP available")
 
 
