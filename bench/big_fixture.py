@@ -13,10 +13,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from signals.timeparse import format_duration, parse_duration
 from tools.synth import Fleet
 
 OUT = Path(__file__).resolve().parent / "out"
 PATH = OUT / "big-64x20x6h.yaml"
+
+
+def kv_pressure(f: Fleet, onset: str) -> Fleet:
+    """The benchmarks' incident: KV fills from `onset`, then preemption, TPOT, TTFT and the queue follow."""
+    start = parse_duration(onset)
+
+    def after(minutes: int) -> str:
+        return format_duration(start + 60 * minutes)
+
+    f.step("kv_usage_ratio", after(0), to=0.985, ramp="6m")
+    f.step("preemption_rate", after(2), to=2.5, ramp="3m")
+    f.step("tpot_p99_seconds", after(3), factor=2.6, ramp="3m")
+    f.step("ttft_p99_seconds", after(4), factor=2.2, ramp="3m")
+    f.step("queue_waiting", after(4), to=6, ramp="3m")
+    return f
 
 
 def build() -> Path:
@@ -32,11 +48,7 @@ def build() -> Path:
         info_signals=False,
         omit=("e2e_p99_seconds",),
     )
-    f.step("kv_usage_ratio", "5h10m", to=0.985, ramp="6m")
-    f.step("preemption_rate", "5h12m", to=2.5, ramp="3m")
-    f.step("tpot_p99_seconds", "5h13m", factor=2.6, ramp="3m")
-    f.step("ttft_p99_seconds", "5h14m", factor=2.2, ramp="3m")
-    f.step("queue_waiting", "5h14m", to=6, ramp="3m")
+    kv_pressure(f, "5h10m")
     f.write(str(PATH), "tpot_slow", expect={"cause": "kv_pressure", "forbidden": ["scale_out"]})
     return PATH
 

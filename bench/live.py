@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.big_fixture import kv_pressure
 from signals.catalog import QueryOptions, load_catalog, resolve
 from signals.fixture import load_fixture
 from signals.live import build_queries, fetch_frame
@@ -53,11 +54,7 @@ def build() -> Path:
         info_signals=False,
         gaps=0,
     )
-    f.step("kv_usage_ratio", "5h10m", to=0.985, ramp="6m")
-    f.step("preemption_rate", "5h12m", to=2.5, ramp="3m")
-    f.step("tpot_p99_seconds", "5h13m", factor=2.6, ramp="3m")
-    f.step("ttft_p99_seconds", "5h14m", factor=2.2, ramp="3m")
-    f.step("queue_waiting", "5h14m", to=6, ramp="3m")
+    kv_pressure(f, "5h10m")
     write_raw(
         f,
         str(RAW),

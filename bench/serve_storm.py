@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.big_fixture import kv_pressure
 from bench.storm_client import build_storm, episodes, post_storm
 from signals.fixture import load_fixture
 from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
@@ -58,11 +59,7 @@ def build() -> Path:
         info_signals=False,
         gaps=0,
     )
-    f.step("kv_usage_ratio", "2h20m", to=0.985, ramp="6m")
-    f.step("preemption_rate", "2h22m", to=2.5, ramp="3m")
-    f.step("tpot_p99_seconds", "2h23m", factor=2.6, ramp="3m")
-    f.step("ttft_p99_seconds", "2h24m", factor=2.2, ramp="3m")
-    f.step("queue_waiting", "2h24m", to=6, ramp="3m")
+    kv_pressure(f, "2h20m")
     write_raw(f, str(RAW), "bench-serve-storm-raw", "tpot_slow", expect={"cause": "kv_pressure"})
     return RAW
 
