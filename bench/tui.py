@@ -33,19 +33,16 @@ from bench.big_fixture import build as build_big
 ROOT = Path(__file__).resolve().parent.parent
 
 PAINT_CHILD = r"""
-import asyncio, contextlib, json, sys, time
-from textual.worker import WorkerCancelled
+import asyncio, json, sys, time
 from triage import cli as core
 from tui.cli import TUI, build_from_args
+from tui.pilot import settle
 
 async def main():
     args = core.build_parser((TUI,)).parse_args(["tui", "--fixture", sys.argv[1]])
     app = build_from_args(args)
     async with app.run_test(size=(120, 40)) as pilot:
-        while app.busy:
-            with contextlib.suppress(WorkerCancelled):
-                await app.workers.wait_for_complete()
-            await pilot.pause()
+        await settle(pilot)
         painted = time.time()
         top = app.diagnosis.top.cause if app.diagnosis.top else None
     print(json.dumps({"painted": painted, "top": top}))
@@ -68,13 +65,11 @@ def first_paint(fixture: str, runs: int) -> tuple[list[float], str | None]:
     return times, top
 
 
-async def _settle(app: Any, pilot: Any) -> None:
-    from textual.worker import WorkerCancelled
+async def _settle(pilot: Any) -> None:
+    """Every request on screen, then one more turn so the frame showing it is composed."""
+    from tui.pilot import settle
 
-    while app.busy:
-        with contextlib.suppress(WorkerCancelled):
-            await app.workers.wait_for_complete()
-        await pilot.pause()
+    await settle(pilot)
     await pilot.pause()
 
 
@@ -128,14 +123,14 @@ def cursor_steps(steps: int) -> tuple[list[float], list[float], int]:
 
     async def run() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
-            await _settle(app, pilot)
+            await _settle(pilot)
             await pilot.press("shift+left", "shift+left", "shift+left")  # inside the incident, room to step
-            await _settle(app, pilot)
+            await _settle(pilot)
             frames = _paint_clock(app)
             for _ in range(steps):
                 started = time.perf_counter()
                 await pilot.press("right")
-                await _settle(app, pilot)
+                await _settle(pilot)
                 total.append(_first_after(frames, rendered[-1]) - started)
                 walk.append(app.last_diagnosis_seconds)
 

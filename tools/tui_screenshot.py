@@ -6,39 +6,23 @@ Run: python -m tools.tui_screenshot   (writes docs/tui-diagnosis.svg and docs/tu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from pathlib import Path
 
-from textual.worker import WorkerCancelled
-
-from signals.catalog import load_catalog
 from signals.fixture import load_fixture
-from triage.replay import fixture_symptom
 from triage.sources import load_graph
-from tui.app import Settings, TriageApp
-from tui.cli import create_app
-from tui.feeds import FixtureFeed
+from tui.cli import replay_app
+from tui.pilot import settle
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "kv-pressure-long-context.yaml"
 SIZE = (130, 38)
 
 
-def _app() -> TriageApp:
-    graph = load_graph()
-    fixture = load_fixture(str(FIXTURE))
-    symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-    return create_app(graph, FixtureFeed(fixture, load_catalog()), settings=Settings(symptom, source))
-
-
 async def _shoot() -> None:
-    app = _app()
+    app = replay_app(load_graph(), load_fixture(str(FIXTURE)))
     async with app.run_test(size=SIZE) as pilot:
-        while app.busy:
-            with contextlib.suppress(WorkerCancelled):
-                await app.workers.wait_for_complete()
-            await pilot.pause()
+        await settle(pilot)
         app.save_screenshot("tui-diagnosis.svg", str(ROOT / "docs"))
         await pilot.press("2")
         await pilot.pause()

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from signals.catalog import load_catalog
+from signals.catalog import Catalog, load_catalog
+from signals.fixture import Fixture
 from signals.timeparse import format_duration
 from triage import cli as core
 from triage.graph import TriageGraph
@@ -64,6 +65,23 @@ def create_app(
     return TriageApp(graph, feed, slo or load_slo(), settings)
 
 
+def replay_app(
+    graph: TriageGraph,
+    fixture: Fixture,
+    symptom: str | None = None,
+    catalog: Catalog | None = None,
+    slo: Slo | None = None,
+    settings: Settings | None = None,
+) -> TriageApp:
+    """The app replaying `fixture`, starting from `symptom`, else the fixture's, else auto."""
+    from tui.app import Settings
+    from tui.feeds import FixtureFeed
+
+    settings = settings or Settings()
+    settings.symptom, settings.symptom_source = fixture_symptom(fixture, symptom, graph.knowledge)
+    return create_app(graph, FixtureFeed(fixture, catalog or load_catalog()), slo, settings)
+
+
 def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "tui",
@@ -106,7 +124,7 @@ def _url(value: str | None, flag: str) -> str | None:
 def build_from_args(args: argparse.Namespace) -> TriageApp:
     """Validate every option before the screen takes over, so errors print as plain lines."""
     from tui.app import Settings
-    from tui.feeds import FixtureFeed, PrometheusFeed
+    from tui.feeds import PrometheusFeed
 
     if bool(args.fixture) == bool(args.prometheus):
         raise core.UsageError("give either --fixture PATH (replay) or --prometheus URL (live)")
@@ -120,23 +138,20 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
         service_token=Path(args.service_token_file).read_text().strip() if args.service_token_file else None,
         theme=THEMES[args.theme],
     )
-    feed: Feed
+    slo = load_slo(args.slo)
     if args.fixture:
         fixture = core.load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
-        chosen, source = fixture_symptom(fixture, symptom, graph.knowledge)
-        settings.symptom, settings.symptom_source = chosen, source
-        feed = FixtureFeed(fixture, load_catalog(args.catalog))
-    else:
-        settings.symptom = symptom or AUTO
-        settings.symptom_source = "given" if symptom else "auto"
-        feed = PrometheusFeed(
-            prometheus_source(args),
-            catalog(args),
-            query_options(args),
-            lookback=duration_arg(args.lookback, "--lookback"),
-            step=duration_arg(args.step, "--step"),
-        )
-    return create_app(graph, feed, load_slo(args.slo), settings)
+        return replay_app(graph, fixture, symptom, load_catalog(args.catalog), slo, settings)
+    settings.symptom = symptom or AUTO
+    settings.symptom_source = "given" if symptom else "auto"
+    feed = PrometheusFeed(
+        prometheus_source(args),
+        catalog(args),
+        query_options(args),
+        lookback=duration_arg(args.lookback, "--lookback"),
+        step=duration_arg(args.step, "--step"),
+    )
+    return create_app(graph, feed, slo, settings)
 
 
 def run_tui(args: argparse.Namespace, out: TextIO) -> int:

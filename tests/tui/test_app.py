@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 from rich.text import Text
 from textual.widgets import DataTable, OptionList, Select, Static
-from tuiapp import FIXTURES, fixture_app, settle
+from tuiapp import FIXTURES, fixture_app
 
 from signals.fixture import load_fixture
 from signals.timeparse import format_instant
@@ -16,6 +16,7 @@ from triage.model import AUTO
 from tui.app import KEYS, HelpScreen, Settings, SignalScreen, TriageApp
 from tui.cli import create_app
 from tui.feeds import FixtureFeed, Snapshot
+from tui.pilot import settle
 from tui.widgets import SignalTile, WalkTree
 
 

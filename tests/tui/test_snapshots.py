@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.pilot import Pilot
-from tuiapp import fixture_app, settle
+from tuiapp import fixture_app
 
 from triage.graph import TriageGraph
+from tui.pilot import settle
 
 SnapCompare = Callable[..., bool]
 

@@ -15,12 +15,13 @@ from service.harness.alertmanager import TemporaryAlertmanager, make_alert, requ
 from service.servicekit import ServeProcess, count, wait_until
 from test_live import AT, STEP, raw_kv_incident
 from textual.widgets import DataTable, Static, TabbedContent
-from tuiapp import fixture_app, live_feed, settle
+from tuiapp import fixture_app, live_feed
 
 from signals.tempprom import TemporaryPrometheus
 from triage.graph import TriageGraph
 from tui.app import Settings, TriageApp
 from tui.cli import create_app
+from tui.pilot import settle
 
 
 async def _alerts_loaded(app: TriageApp, pilot: object) -> None:

@@ -6,12 +6,13 @@ from promserver import PromStandIn, Reply, require_prometheus_binaries
 from rich.text import Text
 from test_live import raw_kv_incident
 from textual.widgets import Static, TabbedContent
-from tuiapp import live_feed, settle
+from tuiapp import live_feed
 
 from signals.tempprom import TemporaryPrometheus
 from triage.graph import TriageGraph
 from tui.app import Settings, SignalScreen
 from tui.cli import create_app
+from tui.pilot import settle
 from tui.widgets import SignalTile
 
 

@@ -1,22 +1,17 @@
-"""Building the TUI the way the CLI does, and waiting on its workers instead of sleeping."""
+"""Building the TUI the way the CLI does, on a bundled fixture or the test Prometheus."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
-
-from textual.pilot import Pilot
-from textual.worker import WorkerCancelled
 
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import load_fixture
 from signals.prometheus import PrometheusSource
 from triage.graph import TriageGraph
-from triage.replay import fixture_symptom
 from tui.app import Settings, TriageApp
-from tui.cli import create_app
-from tui.feeds import FixtureFeed, PrometheusFeed
+from tui.cli import replay_app
+from tui.feeds import PrometheusFeed
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -25,24 +20,9 @@ FIXTURES = ROOT / "fixtures"
 def fixture_app(
     graph: TriageGraph, name: str, symptom: str | None = None, play_interval: float = 0.5, **more: Any
 ) -> TriageApp:
-    """The app on a bundled fixture, its symptom chosen as `triage tui --fixture` chooses it."""
+    """The app on a bundled fixture, built as `triage tui --fixture` builds it."""
     fixture = load_fixture(str(FIXTURES / f"{name}.yaml"))
-    chosen, source = fixture_symptom(fixture, symptom, graph.knowledge)
-    settings = Settings(symptom=chosen, symptom_source=source, play_interval=play_interval, **more)
-    return create_app(graph, FixtureFeed(fixture, load_catalog()), settings=settings)
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Until every load and diagnosis requested so far is on screen."""
-    app = pilot.app
-    assert isinstance(app, TriageApp)
-    for _ in range(200):
-        with contextlib.suppress(WorkerCancelled):  # an exclusive worker overtaken by a newer one
-            await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not app.busy:
-            return
-    raise AssertionError("the app never settled")
+    return replay_app(graph, fixture, symptom, settings=Settings(play_interval=play_interval, **more))
 
 
 def live_feed(url: str, timeout: float = 5.0) -> PrometheusFeed:
