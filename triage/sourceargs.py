@@ -61,7 +61,8 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
     group.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (warned)")
 
 
-def _read_secret(path: str, what: str) -> str:
+def read_secret(path: str, what: str) -> str:
+    """A token or password from a file (stripped); SourceArgError naming the flag if unreadable."""
     try:
         return Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
@@ -75,10 +76,10 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         raise SourceArgError(f"--prometheus: '{url}' is not an http:// or https:// URL")
     if args.timeout <= 0:
         raise SourceArgError("--timeout: must be more than zero seconds")
-    token = _read_secret(args.token_file, "token-file") if args.token_file else os.environ.get(TOKEN_ENV)
+    token = read_secret(args.token_file, "token-file") if args.token_file else os.environ.get(TOKEN_ENV)
     basic: tuple[str, str] | None = None
     if args.basic_auth_file:
-        user, sep, password = _read_secret(args.basic_auth_file, "basic-auth-file").partition(":")
+        user, sep, password = read_secret(args.basic_auth_file, "basic-auth-file").partition(":")
         if not sep:
             raise SourceArgError("--basic-auth-file: expected user:password")
         basic = (user, password)

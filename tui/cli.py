@@ -11,10 +11,8 @@ with the knowledge, the SLO red lines and the feed injected.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from signals.catalog import Catalog, load_catalog
@@ -32,6 +30,7 @@ from triage.sourceargs import (
     duration_arg,
     prometheus_source,
     query_options,
+    read_secret,
 )
 
 if TYPE_CHECKING:
@@ -135,7 +134,9 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
         refresh=refresh,
         alertmanager=_url(args.alertmanager, "--alertmanager"),
         service=_url(args.service, "--service"),
-        service_token=Path(args.service_token_file).read_text().strip() if args.service_token_file else None,
+        service_token=read_secret(args.service_token_file, "service-token-file")
+        if args.service_token_file
+        else None,
         theme=THEMES[args.theme],
     )
     slo = load_slo(args.slo)
@@ -155,8 +156,6 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
 
 
 def run_tui(args: argparse.Namespace, out: TextIO) -> int:
-    if args.service_token_file and not os.path.isfile(args.service_token_file):
-        raise core.UsageError(f"--service-token-file: cannot read {args.service_token_file}")
     app = build_from_args(args)
     if not (sys.stdin.isatty() and out.isatty()):
         raise core.UsageError("triage tui needs a terminal; for pipes use triage diagnose --format json")
