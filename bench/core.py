@@ -29,7 +29,7 @@ CHILD = r"""
 import json, resource, statistics, sys, time
 from signals.fixture import load_fixture
 from triage.sources import load_graph
-from triage.walk import diagnose
+from triage.core.walk import diagnose
 from triage.replay import timeline
 
 graph = load_graph()

@@ -34,8 +34,8 @@ from signals.prometheus import PrometheusSource
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
 from tools.rawsynth import write_raw
 from tools.synth import Fleet
+from triage.core.walk import diagnose
 from triage.sources import load_graph
-from triage.walk import diagnose
 
 OUT = Path(__file__).resolve().parent / "out"
 RAW = OUT / "live-32x6h-raw.yaml"

@@ -10,7 +10,7 @@ import pytest
 
 from signals.frame import Series, SignalFrame, labels_of
 from signals.selector import parse_selector
-from triage.graph import TriageGraph, build_graph
+from triage.core.graph import TriageGraph, build_graph
 from triage.sources import load_playbooks
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from signals.fixture import load_fixture
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
+from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
-from triage.walk import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))

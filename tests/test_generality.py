@@ -19,9 +19,9 @@ import pytest
 
 from signals.fixture import load_fixture
 from tools import generality, generality_hard, generality_indep
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
+from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
-from triage.walk import diagnose
 
 WRITERS = {"generality": generality, "generality_hard": generality_hard, "generality_indep": generality_indep}
 

@@ -23,13 +23,13 @@ def test_packages_come_from_this_repo(package: str) -> None:
 
 
 CORE = [
-    "triage.model",
-    "triage.playbook",
-    "triage.graph",
-    "triage.checks",
-    "triage.windows",
-    "triage.walk",
-    "triage.render",
+    "triage.core.model",
+    "triage.core.playbook",
+    "triage.core.graph",
+    "triage.core.checks",
+    "triage.core.windows",
+    "triage.core.walk",
+    "triage.core.render",
 ]
 NEVER_IN_CORE = [
     "prometheus_api_client",

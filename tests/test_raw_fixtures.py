@@ -29,11 +29,11 @@ from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
 from signals.live import FetchReport
 from signals.rawreplay import replay_raw
-from triage.graph import TriageGraph
-from triage.model import Diagnosis
+from triage.core.graph import TriageGraph
+from triage.core.model import Diagnosis
+from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
 from triage.sources import load_graph
-from triage.walk import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))

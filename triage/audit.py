@@ -41,7 +41,7 @@ import numpy.typing as npt
 from signals.catalog import Catalog, QueryOptions, render, resolve
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
-from triage.render import markdown_template
+from triage.core.render import markdown_template
 
 if TYPE_CHECKING:
     from triage.rules import Slo

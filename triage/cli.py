@@ -37,10 +37,11 @@ from triage.capacity import load_inputs as load_capacity_inputs
 from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
-from triage.graph import TriageGraph, build_graph
-from triage.model import AUTO, Diagnosis
-from triage.playbook import AnyOf, Knowledge, _did_you_mean
-from triage.render import to_json, to_markdown, to_text
+from triage.core.graph import TriageGraph, build_graph
+from triage.core.model import AUTO, Diagnosis
+from triage.core.playbook import AnyOf, Knowledge, _did_you_mean
+from triage.core.render import to_json, to_markdown, to_text
+from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
 from triage.report import build_report, render_report
 from triage.rules import load_slo, render_rules
@@ -62,7 +63,6 @@ from triage.sourceargs import (
     query_options,
 )
 from triage.sources import default_playbook_dir, load_playbooks
-from triage.walk import diagnose, symptom_from_alert
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from signals.fixture import Expect, Fixture
 from signals.frame import SignalFrame
-from triage.graph import TriageGraph
-from triage.model import AUTO, Diagnosis
-from triage.playbook import Knowledge
-from triage.walk import diagnose, symptom_from_alert
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO, Diagnosis
+from triage.core.playbook import Knowledge
+from triage.core.walk import diagnose, symptom_from_alert
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
 from triage.charts import Band, LineChart, Marker, render_svg, time_ticks
-from triage.graph import TriageGraph
-from triage.model import LAYERS, CauseFinding, Diagnosis, Evidence
-from triage.render import fmt as format_number
+from triage.core.graph import TriageGraph
+from triage.core.model import LAYERS, CauseFinding, Diagnosis, Evidence
+from triage.core.render import fmt as format_number
+from triage.core.walk import diagnose
 from triage.replay import Step, TimelineSummary, fixture_symptom, summarise, timeline
-from triage.walk import diagnose
 
 if TYPE_CHECKING:
     from signals.fixture import Fixture

@@ -32,7 +32,7 @@ from signals.errors import InputError, InputErrors
 from signals.timeparse import parse_duration
 from signals.vocabulary import suggest
 from signals.yamldoc import Document, read_yaml
-from triage.model import SYMPTOMS
+from triage.core.model import SYMPTOMS
 
 SLO_DEFAULTS = Path(__file__).resolve().parent / "slo_defaults.yaml"
 RECORD_PREFIX = "triage:"

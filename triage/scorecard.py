@@ -24,8 +24,8 @@ import jinja2
 
 from signals.fixture import Fixture
 from signals.timeparse import format_duration, format_instant
-from triage.graph import TriageGraph
-from triage.model import Diagnosis
+from triage.core.graph import TriageGraph
+from triage.core.model import Diagnosis
 from triage.replay import Step, check_expect, fixture_symptom, timeline
 
 NO_CAUSE = "none"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from signals.errors import InputError, InputErrors
 from signals.yamldoc import Document, read_yaml
-from triage.graph import TriageGraph, build_graph
-from triage.playbook import Knowledge, load_knowledge
+from triage.core.graph import TriageGraph, build_graph
+from triage.core.playbook import Knowledge, load_knowledge
 
 PLAYBOOKS_ENV = "TRIAGE_PLAYBOOKS"
 

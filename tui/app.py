@@ -26,10 +26,10 @@ from textual.widgets.option_list import Option
 
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
-from triage.graph import TriageGraph
-from triage.model import AUTO, SYMPTOMS, Diagnosis
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO, SYMPTOMS, Diagnosis
+from triage.core.walk import diagnose, symptom_from_alert
 from triage.rules import Slo
-from triage.walk import diagnose, symptom_from_alert
 from tui.alerts import AlertView, load_alerts
 from tui.feeds import Feed, Snapshot
 from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded

@@ -19,8 +19,8 @@ from signals.catalog import Catalog, load_catalog
 from signals.fixture import Fixture
 from signals.timeparse import format_duration
 from triage import cli as core
-from triage.graph import TriageGraph
-from triage.model import AUTO
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO
 from triage.replay import fixture_symptom
 from triage.rules import Slo, load_slo
 from triage.sourceargs import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from triage.model import Diagnosis
+from triage.core.model import Diagnosis
 from tui.alerts import AlertView
 from tui.feeds import Snapshot
 

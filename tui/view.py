@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from signals.frame import SignalFrame
 from signals.vocabulary import SIGNALS
-from triage.render import fmt
+from triage.core.render import fmt
 from triage.rules import Slo
 
 Level = Literal["ok", "warn", "bad", "blind"]

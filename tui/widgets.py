@@ -18,9 +18,9 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from signals.timeparse import format_instant
-from triage.model import CauseFinding, Diagnosis, Evidence
-from triage.render import fmt
-from triage.walk import onset_text
+from triage.core.model import CauseFinding, Diagnosis, Evidence
+from triage.core.render import fmt
+from triage.core.walk import onset_text
 from tui.view import ChartData, Tile, format_value, plot_rows, printable, spark
 
 STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red", "blind": "magenta"}

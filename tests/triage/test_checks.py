@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import STEP, frame_of, stepped
 
-from triage.checks import Context, evaluate, evaluate_entry
-from triage.playbook import AnyOf, CheckSpec, Settings
-from triage.windows import make_windows
+from triage.core.checks import Context, evaluate, evaluate_entry
+from triage.core.playbook import AnyOf, CheckSpec, Settings
+from triage.core.windows import make_windows
 
 N = 240  # one hour at 15 s
 ONSET = 160  # index of the onset
@@ -264,7 +264,7 @@ def test_windows_around_an_onset() -> None:
 
 
 def test_leave_one_out_medians_match_the_definition() -> None:
-    from triage.checks import leave_one_out_medians, row_medians
+    from triage.core.checks import leave_one_out_medians, row_medians
 
     rng = np.random.default_rng(5)
     for n in range(2, 12):

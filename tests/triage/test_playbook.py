@@ -9,8 +9,8 @@ import pytest
 from signals.errors import InputErrors
 from signals.vocabulary import SIGNALS
 from signals.yamldoc import parse_yaml
-from triage.model import SYMPTOMS
-from triage.playbook import iter_checks, load_knowledge
+from triage.core.model import SYMPTOMS
+from triage.core.playbook import iter_checks, load_knowledge
 from triage.sources import read_playbook_documents
 
 ROOT = Path(__file__).resolve().parents[2]

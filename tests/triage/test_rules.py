@@ -29,8 +29,8 @@ from signals.errors import InputError, InputErrors
 from signals.fixture import Fixture, load_fixture
 from signals.notation import compress, parse_values
 from signals.timeparse import parse_duration
-from triage.graph import TriageGraph
-from triage.model import SYMPTOMS
+from triage.core.graph import TriageGraph
+from triage.core.model import SYMPTOMS
 from triage.rules import ALERT_GROUP, SIGNAL_GROUP, SLO_DEFAULTS, Slo, load_slo, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from signals.fixture import Expect, Fixture, load_fixture
-from triage.graph import TriageGraph
-from triage.model import CauseFinding, Diagnosis, Forbidden
+from triage.core.graph import TriageGraph
+from triage.core.model import CauseFinding, Diagnosis, Forbidden
+from triage.core.walk import diagnose
 from triage.replay import Step, check_expect, fixture_symptom
 from triage.scorecard import (
     FixtureOutcome,
@@ -23,7 +24,6 @@ from triage.scorecard import (
     scorecard_format,
     totals,
 )
-from triage.walk import diagnose
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = 1_790_000_000.0  # 2026-09-21T...Z; any fixed instant

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signals.vocabulary import SIGNALS
-from triage.graph import TriageGraph
-from triage.model import SYMPTOMS
-from triage.playbook import Settings
-from triage.walk import diagnose
-from triage.windows import change_point, find_onset
+from triage.core.graph import TriageGraph
+from triage.core.model import SYMPTOMS
+from triage.core.playbook import Settings
+from triage.core.walk import diagnose
+from triage.core.windows import change_point, find_onset
 
 N = 240
 ONSET = 160
@@ -178,7 +178,7 @@ def test_invariants_on_random_frames(
 
 
 def test_symptom_from_alert(graph: TriageGraph) -> None:
-    from triage.walk import symptom_from_alert
+    from triage.core.walk import symptom_from_alert
 
     kb = graph.knowledge
     assert symptom_from_alert({"alertname": "X", "symptom": "cost_up"}, kb) == "cost_up"
@@ -192,7 +192,7 @@ def test_symptom_from_alert(graph: TriageGraph) -> None:
 
 
 def test_visible_symptom_without_cause_says_so(graph: TriageGraph) -> None:
-    from triage.render import to_text
+    from triage.core.render import to_text
 
     series = replicas("tpot_p99_seconds", {n: stepped(0.03, 0.09, ONSET, N) for n in "abc"})
     d = diagnose(graph, frame_of(series, N), "tpot_slow")

@@ -11,8 +11,8 @@ from tuiapp import FIXTURES, fixture_app
 
 from signals.fixture import load_fixture
 from signals.timeparse import format_instant
-from triage.graph import TriageGraph
-from triage.model import AUTO
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO
 from tui.app import KEYS, HelpScreen, Settings, SignalScreen, TriageApp
 from tui.cli import create_app
 from tui.feeds import FixtureFeed, Snapshot

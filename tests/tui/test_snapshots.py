@@ -13,7 +13,7 @@ from typing import Any
 from textual.pilot import Pilot
 from tuiapp import fixture_app
 
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
 from tui.pilot import settle
 
 SnapCompare = Callable[..., bool]

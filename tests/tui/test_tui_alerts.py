@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Static, TabbedContent
 from tuiapp import fixture_app, live_feed
 
 from signals.tempprom import TemporaryPrometheus
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
 from tui.cli import create_app
 from tui.pilot import settle

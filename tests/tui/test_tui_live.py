@@ -9,7 +9,7 @@ from textual.widgets import Static, TabbedContent
 from tuiapp import live_feed
 
 from signals.tempprom import TemporaryPrometheus
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
 from tui.app import Settings, SignalScreen
 from tui.cli import create_app
 from tui.pilot import settle

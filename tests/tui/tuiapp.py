@@ -8,7 +8,7 @@ from typing import Any
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import load_fixture
 from signals.prometheus import PrometheusSource
-from triage.graph import TriageGraph
+from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
 from tui.cli import replay_app
 from tui.feeds import PrometheusFeed

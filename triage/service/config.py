@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from signals.errors import InputError, InputErrors
 from signals.timeparse import parse_duration
 from signals.yamldoc import Document, read_yaml
-from triage.model import AUTO, SYMPTOMS
+from triage.core.model import AUTO, SYMPTOMS
 
 TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
 PROMETHEUS_TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"

@@ -18,7 +18,7 @@ from pathlib import Path
 from signals.catalog import QueryOptions, load_catalog, normalise_selector
 from signals.errors import InputError, InputErrors
 from signals.prometheus import PrometheusSource
-from triage.graph import TriageGraph, build_graph
+from triage.core.graph import TriageGraph, build_graph
 from triage.service.config import Loaded
 from triage.service.messages import build_message
 from triage.service.metrics import Metrics

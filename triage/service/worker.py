@@ -36,13 +36,13 @@ from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusError, PrometheusSource
-from triage.graph import TriageGraph, build_graph
-from triage.model import AUTO
-from triage.render import to_text
+from triage.core.graph import TriageGraph, build_graph
+from triage.core.model import AUTO
+from triage.core.render import to_text
+from triage.core.walk import diagnose, symptom_from_alert
 from triage.service.metrics import Metrics
 from triage.service.store import Store, WorkItem, WorkResult
 from triage.sources import load_playbooks
-from triage.walk import diagnose, symptom_from_alert
 
 _LOG = logging.getLogger("triage.service")
 

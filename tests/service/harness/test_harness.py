@@ -34,7 +34,7 @@ from bench.storm_client import (
     percentile,
     post_storm,
 )
-from triage.model import SYMPTOMS
+from triage.core.model import SYMPTOMS
 
 from .alertmanager import (
     ZERO_TIME,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from triage.model import LAYERS, Action
-from triage.playbook import Knowledge
+from triage.core.model import LAYERS, Action
+from triage.core.playbook import Knowledge
 
 
 def node(kind: str, name: str) -> str:

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.text import Text
 
 from signals.timeparse import format_instant
-from triage.model import Diagnosis, Evidence
-from triage.walk import onset_text
+from triage.core.model import Diagnosis, Evidence
+from triage.core.walk import onset_text
 
 MARK = {True: ("✔", "green"), False: ("✘", "red"), None: ("?", "yellow")}
 
@@ -46,7 +46,7 @@ def _escape_md(value: Any) -> str:
 
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("triage", "templates"),
+    loader=jinja2.PackageLoader("triage.core", "templates"),
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     keep_trailing_newline=True,

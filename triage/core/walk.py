@@ -27,11 +27,11 @@ from dataclasses import replace
 from signals.frame import SignalFrame
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
-from triage.checks import Context, evaluate, evaluate_entry
-from triage.graph import TriageGraph
-from triage.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
-from triage.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
-from triage.windows import Onset, find_onset, make_windows
+from triage.core.checks import Context, evaluate, evaluate_entry
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
+from triage.core.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
+from triage.core.windows import Onset, find_onset, make_windows
 
 SUPPORT_WEIGHT = 0.5
 AGAINST_PENALTY = 0.5

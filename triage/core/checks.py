@@ -7,7 +7,7 @@ change against the baseline or a new event) rather than a state. A cause is only
 ranked on departures: a fleet that has always run hot has no incident.
 
 Adding a kind: write its function here, register it in `KINDS`, declare its parameters
-in `triage.playbook.CHECK_PARAMS`, and test it on synthetic frames.
+in `triage.core.playbook.CHECK_PARAMS`, and test it on synthetic frames.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 
 from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import format_duration, parse_duration
-from triage.model import Evidence
-from triage.playbook import AnyOf, CheckSpec
-from triage.windows import PER_PLACE_LABELS, Windows
+from triage.core.model import Evidence
+from triage.core.playbook import AnyOf, CheckSpec
+from triage.core.windows import PER_PLACE_LABELS, Windows
 
 FALSE_VALUES = ("false", "0", "off", "no", "disabled", "none")
 

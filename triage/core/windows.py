@@ -25,7 +25,7 @@ import numpy as np
 from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import parse_duration
 from signals.vocabulary import SIGNALS
-from triage.playbook import Settings
+from triage.core.playbook import Settings
 
 MIN_SEGMENT = 4
 PER_PLACE_LABELS = ("instance", "pod", "gpu", "Hostname", "hostname")

@@ -24,7 +24,7 @@ from signals.errors import InputError, InputErrors
 from signals.timeparse import parse_duration
 from signals.vocabulary import SIGNALS
 from signals.yamldoc import Document
-from triage.model import SYMPTOMS
+from triage.core.model import SYMPTOMS
 
 SCHEMA_VERSION = 1
 
