@@ -28,7 +28,7 @@ CHILD = r"""
 import json, sys, time
 from signals.fixture import load_fixture
 from triage.sources import load_graph
-from triage.report import build_report, render_report
+from triage.report.report import build_report, render_report
 
 graph = load_graph()
 t0 = time.perf_counter()

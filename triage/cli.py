@@ -43,9 +43,8 @@ from triage.core.playbook import AnyOf, Knowledge, _did_you_mean
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
-from triage.report import build_report, render_report
-from triage.rules import load_slo, render_rules
-from triage.scorecard import (
+from triage.report.report import build_report, render_report
+from triage.report.scorecard import (
     FixtureOutcome,
     error_outcome,
     outcome_for,
@@ -53,6 +52,7 @@ from triage.scorecard import (
     render_scorecard,
     scorecard_format,
 )
+from triage.rules import load_slo, render_rules
 from triage.service.command import add_serve_parser, run_serve
 from triage.sourceargs import (
     SourceArgError,

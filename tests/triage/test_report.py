@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 
 from signals.fixture import Fixture, load_fixture
 from signals.frame import FloatArray
-from triage.charts import Band, LineChart, Marker, downsample, nice_ticks, render_svg, time_ticks
 from triage.core.graph import TriageGraph
-from triage.report import Report, build_report, chart_signals, chart_table, render_report
+from triage.report.charts import Band, LineChart, Marker, downsample, nice_ticks, render_svg, time_ticks
+from triage.report.report import Report, build_report, chart_signals, chart_table, render_report
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"

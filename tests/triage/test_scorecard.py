@@ -15,7 +15,7 @@ from triage.core.graph import TriageGraph
 from triage.core.model import CauseFinding, Diagnosis, Forbidden
 from triage.core.walk import diagnose
 from triage.replay import Step, check_expect, fixture_symptom
-from triage.scorecard import (
+from triage.report.scorecard import (
     FixtureOutcome,
     error_outcome,
     outcome_for,

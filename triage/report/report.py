@@ -31,12 +31,12 @@ from markupsafe import Markup
 from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
-from triage.charts import Band, LineChart, Marker, render_svg, time_ticks
 from triage.core.graph import TriageGraph
 from triage.core.model import LAYERS, CauseFinding, Diagnosis, Evidence
 from triage.core.render import fmt as format_number
 from triage.core.walk import diagnose
 from triage.replay import Step, TimelineSummary, fixture_symptom, summarise, timeline
+from triage.report.charts import Band, LineChart, Marker, render_svg, time_ticks
 
 if TYPE_CHECKING:
     from signals.fixture import Fixture
@@ -363,7 +363,7 @@ def _environment(template_dir: str | None) -> jinja2.Environment:
     Autoescaping is on for `*.html.j2` (the HTML report) and off for Markdown, whose
     text goes through the `md` filter instead.
     """
-    builtin = jinja2.PackageLoader("triage", "templates")
+    builtin = jinja2.PackageLoader("triage.report", "templates")
     loaders: list[jinja2.BaseLoader] = []
     if template_dir is not None:
         loaders.append(jinja2.FileSystemLoader(template_dir))

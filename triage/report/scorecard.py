@@ -323,7 +323,7 @@ def _escape_md(value: object) -> str:
 
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("triage", "templates"),
+    loader=jinja2.PackageLoader("triage.report", "templates"),
     undefined=jinja2.StrictUndefined,
     autoescape=lambda name: name is not None and name.endswith(".html.j2"),
     keep_trailing_newline=True,
