@@ -66,7 +66,7 @@ def main() -> int:
     runs = fresh_runs(CHILD, args.runs)
     t0 = time.perf_counter()
     cli = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "replay", str(PATH), "--every", "1m", "--format", "json"],
+        [sys.executable, "-m", "triage.cli.main", "replay", str(PATH), "--every", "1m", "--format", "json"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -124,7 +124,7 @@ def serving(
     url = f"http://127.0.0.1:{port}"
     with (work / "serve.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "triage.cli", "serve", "--listen", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "triage.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
              "--store", str(db), "--prometheus", prometheus_url, "--token-file", str(work / "token"),
              "--log-level", "warning", *options],
             stdout=log, stderr=log, cwd=ROOT, env={**os.environ, "NO_PROXY": "*"},

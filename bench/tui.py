@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PAINT_CHILD = r"""
 import asyncio, json, sys, time
-from triage import cli as core
+from triage.cli import main as core
 from tui.cli import TUI, build_from_args
 from tui.pilot import settle
 

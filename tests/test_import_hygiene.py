@@ -38,7 +38,7 @@ NEVER_IN_CORE = [
     "textual",
     "http.client",
     "tui",
-    "triage.cli",
+    "triage.cli.main",
     "uvicorn",
     "starlette",
     "fastapi",

@@ -326,7 +326,7 @@ def test_capacity_measures_the_per_replica_rate_from_prometheus(capsys: pytest.C
 
     from signals.tempprom import TemporaryPrometheus, to_openmetrics
     from signals.timeparse import format_instant
-    from triage.cli import main
+    from triage.cli.main import main
 
     require_prometheus_binaries()
     fixture = load_fixture(str(ROOT / "fixtures" / "kv-pressure-vllm-v1-raw.yaml"))

@@ -18,12 +18,8 @@ from typing import TYPE_CHECKING, TextIO
 from signals.catalog import Catalog, load_catalog
 from signals.fixture import Fixture
 from signals.timeparse import format_duration
-from triage import cli as core
-from triage.core.graph import TriageGraph
-from triage.core.model import AUTO
-from triage.replay import fixture_symptom
-from triage.rules import Slo, load_slo
-from triage.sourceargs import (
+from triage.cli import main as core
+from triage.cli.sourceargs import (
     SourceArgError,
     add_prometheus_options,
     catalog,
@@ -32,6 +28,10 @@ from triage.sourceargs import (
     query_options,
     read_secret,
 )
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO
+from triage.replay import fixture_symptom
+from triage.rules import Slo, load_slo
 
 if TYPE_CHECKING:
     from tui.app import Settings, TriageApp

@@ -110,7 +110,7 @@ class ServeProcess:
         handle = self.log.open("ab")
         env = {**os.environ, "NO_PROXY": "*", "no_proxy": "*"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "triage.cli", "serve", *self.args],
+            [sys.executable, "-m", "triage.cli.main", "serve", *self.args],
             stdout=handle,
             stderr=handle,
             env=env,

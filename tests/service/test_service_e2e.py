@@ -199,7 +199,7 @@ def test_bad_config_is_one_line_per_problem_and_exit_2(tmp_path: Path) -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "serve", "--config", str(config), "--prometheus", "http://p:9090"],
+        [sys.executable, "-m", "triage.cli.main", "serve", "--config", str(config), "--prometheus", "http://p:9090"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2

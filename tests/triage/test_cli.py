@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from triage.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 
 ROOT = Path(__file__).resolve().parents[2]
 KV = str(ROOT / "fixtures" / "kv-pressure-long-context.yaml")
@@ -18,7 +18,7 @@ KV = str(ROOT / "fixtures" / "kv-pressure-long-context.yaml")
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "triage.cli", *args],
+        [sys.executable, "-m", "triage.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -184,7 +184,7 @@ def test_help_teaches() -> None:
 
 
 def test_color_only_on_a_terminal_and_never_with_no_color() -> None:
-    from triage.cli import use_color
+    from triage.cli.main import use_color
 
     class Tty:
         def isatty(self) -> bool:

@@ -284,7 +284,7 @@ def test_end_to_end_on_bundled_fixtures(graph: TriageGraph, tmp_path: Path) -> N
 
 
 def test_triage_test_writes_an_html_scorecard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from triage.cli import main
+    from triage.cli.main import main
 
     out = tmp_path / "card.html"
     assert main(["test", "-q", str(ROOT / "fixtures" / "price-change.yaml"), "--scorecard", str(out)]) == 0

@@ -29,7 +29,6 @@ from signals.rawreplay import replay_raw
 from signals.timeparse import format_duration, format_instant, parse_duration, parse_instant
 from signals.yamldoc import parse_yaml
 from triage import __version__
-from triage.alertfile import read_alert
 from triage.audit import AuditSettings, render_audit
 from triage.auditfetch import run_audit
 from triage.capacity import EXAMPLE_FILE as CAPACITY_EXAMPLE
@@ -37,6 +36,15 @@ from triage.capacity import load_inputs as load_capacity_inputs
 from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
+from triage.cli.alertfile import read_alert
+from triage.cli.sourceargs import (
+    SourceArgError,
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
 from triage.core.graph import TriageGraph, build_graph
 from triage.core.model import AUTO, Diagnosis
 from triage.core.playbook import AnyOf, Knowledge, _did_you_mean
@@ -54,14 +62,6 @@ from triage.report.scorecard import (
 )
 from triage.rules import load_slo, render_rules
 from triage.service.command import add_serve_parser, run_serve
-from triage.sourceargs import (
-    SourceArgError,
-    add_prometheus_options,
-    catalog,
-    duration_arg,
-    prometheus_source,
-    query_options,
-)
 from triage.sources import default_playbook_dir, load_playbooks
 
 EXIT_OK = 0
