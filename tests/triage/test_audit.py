@@ -32,7 +32,7 @@ from tools.rawsynth import (
     VLLM_TTFT_BUCKETS,
     build_1_2_5_buckets,
 )
-from triage.audit import (
+from triage.audit.engine import (
     CHECKS,
     ITEMS,
     SECTIONS,
@@ -53,7 +53,7 @@ from triage.audit import (
     render_audit,
     share_above,
 )
-from triage.auditfetch import run_audit
+from triage.audit.fetch import run_audit
 from triage.rules import load_slo, render_rules
 
 START = 1_791_000_000.0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from signals.errors import InputError, InputErrors
 from signals.frame import Series, SignalFrame, build_frame, labels_of
 from signals.yamldoc import parse_yaml
-from triage.capacity import (
+from triage.capacity.calculator import (
     EXAMPLE_FILE,
     GIB,
     GPU_PRESETS,

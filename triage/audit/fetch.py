@@ -25,7 +25,7 @@ from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import build_queries, frame_from_round
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
-from triage.audit import AuditReport, AuditSettings, Fetched, Sample, audit, instant_queries
+from triage.audit.engine import AuditReport, AuditSettings, Fetched, Sample, audit, instant_queries
 
 _NOT_WORTH_RETRYING = frozenset({"unreachable", "tls", "auth", "timeout"})
 """Kinds of failure of the first read after which every other read would fail the same way."""

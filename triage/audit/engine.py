@@ -17,7 +17,7 @@ warm-up half of "warm-up or minimum replicas"), the evidence says which part was
 
 This module is pure: it takes what was fetched (`Fetched`: metric names, the rules and
 targets API replies, a `SignalFrame` and instant query results) and returns an
-`AuditReport`; `triage.auditfetch` does the IO. Same inputs, same report.
+`AuditReport`; `triage.audit.fetch` does the IO. Same inputs, same report.
 
 Alert rules are read the way Prometheus evaluates them: an alert on `triage:ttft_p99_seconds`
 is expanded through the recording rule that defines it, so a P99 recorded once and

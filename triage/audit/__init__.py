@@ -1,0 +1,1 @@
+"""`triage audit`: the deployment checklist held against a live fleet."""

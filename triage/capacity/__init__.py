@@ -1,0 +1,1 @@
+"""`triage capacity`: the capacity method as a calculator."""
