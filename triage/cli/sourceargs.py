@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from signals import secret
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
 from signals.prometheus import PrometheusSource
 from signals.timeparse import parse_duration
@@ -62,11 +62,11 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
 
 
 def read_secret(path: str, what: str) -> str:
-    """A token or password from a file (stripped); SourceArgError naming the flag if unreadable."""
+    """A token or password from the file given to `--what`; SourceArgError if it cannot be used."""
     try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise SourceArgError(f"--{what}: cannot read {path}: {exc.strerror}") from None
+        return secret.read_secret(path, f"--{what}")
+    except secret.SecretFileError as exc:
+        raise SourceArgError(str(exc)) from None
 
 
 def prometheus_source(args: argparse.Namespace) -> PrometheusSource:

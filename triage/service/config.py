@@ -15,12 +15,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from signals.errors import InputError, InputErrors
+from signals.secret import SecretFileError, read_secret
 from signals.timeparse import parse_duration
 from signals.yamldoc import Document, read_yaml
 from triage.core.model import AUTO, SYMPTOMS
@@ -247,16 +247,6 @@ def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
-def _read_secret(path: str, where: str) -> str:
-    try:
-        value = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read {path}: {exc.strerror}") from None
-    if not value:
-        raise ValueError(f"{where}: {path} is empty")
-    return value
-
-
 def load_config(
     path: str | None,
     flags: Mapping[str, Any] | None = None,
@@ -336,8 +326,8 @@ def _secrets(
 
     def read(path: str, where: tuple[str | int, ...], flag: str | None) -> str | None:
         try:
-            return _read_secret(path, flag or ".".join(map(str, where)))
-        except ValueError as exc:
+            return read_secret(path, flag or ".".join(map(str, where)))
+        except SecretFileError as exc:
             problems.append(
                 InputError("(flags)", 0, flag, str(exc).split(": ", 1)[1])
                 if flag
