@@ -1,1 +1,15 @@
-"""`triage capacity`: the capacity method as a calculator."""
+"""`triage capacity`: the capacity method as a calculator.
+
+The room's public face is what the command line calls; everything else is the room's own.
+"""
+
+from triage.capacity.calculator import (
+    EXAMPLE_FILE,
+    load_inputs,
+    measure_rate_at_slo,
+    plan,
+    render_presets,
+    render_text,
+)
+
+__all__ = ["EXAMPLE_FILE", "load_inputs", "measure_rate_at_slo", "plan", "render_presets", "render_text"]

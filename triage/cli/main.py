@@ -29,13 +29,12 @@ from signals.rawreplay import replay_raw
 from signals.timeparse import format_duration, format_instant, parse_duration, parse_instant
 from signals.yamldoc import parse_yaml
 from triage import __version__
-from triage.audit.engine import AuditSettings, render_audit
-from triage.audit.fetch import run_audit
-from triage.capacity.calculator import EXAMPLE_FILE as CAPACITY_EXAMPLE
-from triage.capacity.calculator import load_inputs as load_capacity_inputs
-from triage.capacity.calculator import measure_rate_at_slo, render_presets
-from triage.capacity.calculator import plan as capacity_plan
-from triage.capacity.calculator import render_text as render_capacity
+from triage.audit import AuditSettings, render_audit, run_audit
+from triage.capacity import EXAMPLE_FILE as CAPACITY_EXAMPLE
+from triage.capacity import load_inputs as load_capacity_inputs
+from triage.capacity import measure_rate_at_slo, render_presets
+from triage.capacity import plan as capacity_plan
+from triage.capacity import render_text as render_capacity
 from triage.cli.alertfile import read_alert
 from triage.cli.sourceargs import (
     SourceArgError,
