@@ -3,6 +3,9 @@
 Stdout carries the product (the diagnosis, the timeline, the test report); stderr
 carries diagnostics. Every input problem is one `file:line: key: message` line and exit
 code 2; nothing reaches the user as a traceback (set TRIAGE_DEBUG=1 to see one).
+
+The layer above (the TUI's console script) reaches the command line through this module
+alone, so the shared pieces it builds its own command from are re-exported here.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ import jinja2
 from signals.capture import dump_fixture, frame_to_fixture
 from signals.catalog import load_catalog, resolve
 from signals.errors import InputError, InputErrors, SignalError
-from signals.fixture import Fixture, fixture_from_document, is_offset, load_fixture
+from signals.fixture import Fixture, fixture_from_document, is_offset
 from signals.live import fetch_frame
-from signals.rawreplay import replay_raw
 from signals.timeparse import format_duration, format_instant, parse_duration, parse_instant
 from signals.yamldoc import parse_yaml
 from triage import __version__
@@ -36,6 +38,21 @@ from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
 from triage.cli.alertfile import read_alert
+from triage.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    UsageError,
+    add_playbook_option,
+    graph_from_args,
+    live_moment,
+    load_checked_fixture,
+    symptom_arg,
+    use_color,
+    write_output,
+)
 from triage.cli.sourceargs import (
     SourceArgError,
     add_prometheus_options,
@@ -44,9 +61,9 @@ from triage.cli.sourceargs import (
     prometheus_source,
     query_options,
 )
-from triage.core.graph import TriageGraph, build_graph
+from triage.core.graph import build_graph
 from triage.core.model import AUTO, Diagnosis
-from triage.core.playbook import AnyOf, Knowledge, _did_you_mean
+from triage.core.playbook import AnyOf, Knowledge
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import check_expect, fixture_symptom, summarise, timeline
@@ -63,11 +80,18 @@ from triage.rules import load_slo, render_rules
 from triage.service.command import add_serve_parser, run_serve
 from triage.sources import default_playbook_dir, load_playbooks
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_INTERNAL = 70
+__all__ = [
+    "EXIT_OK",
+    "EXIT_UNAVAILABLE",
+    "Extension",
+    "UsageError",
+    "add_playbook_option",
+    "build_parser",
+    "graph_from_args",
+    "load_checked_fixture",
+    "main",
+    "symptom_arg",
+]
 
 EPILOG = """\
 examples:
@@ -80,20 +104,6 @@ examples:
 exit codes: 0 diagnosis made (also when no cause is found), 1 tests or checks failed,
 2 bad usage or bad input, 70 internal error.
 """
-
-
-class UsageError(Exception):
-    """A command-line value that cannot be used; printed as one line, exit 2."""
-
-
-def add_playbook_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--playbooks",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="playbook folder (default: $TRIAGE_PLAYBOOKS, ./playbooks, or the bundled one)",
-    )
 
 
 @dataclass(frozen=True)
@@ -316,71 +326,6 @@ def build_parser(extensions: Sequence[Extension] = ()) -> argparse.ArgumentParse
     return parser
 
 
-def graph_from_args(args: argparse.Namespace) -> TriageGraph:
-    return build_graph(load_playbooks(args.playbooks))
-
-
-def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
-    """Ids in a fixture that the playbooks do not know, located in the fixture."""
-    doc = fixture.document
-    out = []
-    symptoms = [*kb.symptoms, AUTO]
-    if fixture.symptom is not None and fixture.symptom not in symptoms:
-        out.append(
-            doc.error(
-                ("symptom",), f"unknown symptom '{fixture.symptom}'{_did_you_mean(fixture.symptom, symptoms)}"
-            )
-        )
-    if fixture.expect is not None:
-        e = fixture.expect
-        if e.cause is not None and e.cause not in kb.causes:
-            out.append(
-                doc.error(
-                    ("expect", "cause"), f"unknown cause '{e.cause}'{_did_you_mean(e.cause, kb.causes)}"
-                )
-            )
-        for i, cause in enumerate(e.also):
-            if cause not in kb.causes:
-                out.append(
-                    doc.error(
-                        ("expect", "also", i), f"unknown cause '{cause}'{_did_you_mean(cause, kb.causes)}"
-                    )
-                )
-        for key, ids in (("forbidden", e.forbidden), ("not_forbidden", e.not_forbidden)):
-            for i, action in enumerate(ids):
-                if action not in kb.forbidden:
-                    out.append(
-                        doc.error(
-                            ("expect", key, i),
-                            f"unknown forbidden action '{action}'{_did_you_mean(action, kb.forbidden)}",
-                        )
-                    )
-    return out
-
-
-def load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] = ()) -> Fixture:
-    """A fixture whose ids the playbooks know; a raw one is first replayed through a real Prometheus."""
-    fixture = load_fixture(path)
-    problems = _fixture_problems(fixture, kb)
-    if problems:
-        raise InputErrors(problems)
-    if fixture.level == "raw":
-        fixture, _ = replay_raw(fixture, load_catalog(catalog_files))
-    return fixture
-
-
-def symptom_arg(value: str | None, kb: Knowledge) -> str | None:
-    if value is None:
-        return None
-    if value != AUTO and value not in kb.symptoms:
-        choices = [*sorted(kb.symptoms), AUTO]
-        raise UsageError(
-            f"--symptom: unknown symptom '{value}'{_did_you_mean(value, choices)}; "
-            f"choose one of {', '.join(choices)}"
-        )
-    return value
-
-
 def _at_arg(value: str | None, fixture: Fixture) -> float:
     if value is None:
         return fixture.at
@@ -396,16 +341,6 @@ def _at_arg(value: str | None, fixture: Fixture) -> float:
     return at
 
 
-def use_color(stream: TextIO) -> bool:
-    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
 def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
         out.write(to_json(diagnosis) + "\n")
@@ -413,16 +348,6 @@ def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None
         out.write(to_markdown(diagnosis))
     else:
         out.write(to_text(diagnosis, color=use_color(out), verbose=args.verbose))
-
-
-def _live_moment(value: str | None, now: float, flag: str) -> float:
-    """An RFC 3339 time, an epoch, or a duration meaning that long before now."""
-    if value is None or value == "now":
-        return now
-    try:
-        return now - parse_duration(value) if is_offset(value) else parse_instant(value)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
 
 
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
@@ -448,7 +373,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
         _render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
         return EXIT_OK
     now = time.time()
-    at = _live_moment(args.at, now, "--at")
+    at = live_moment(args.at, now, "--at")
     if args.at is None and alert is not None and alert.starts_at is not None:
         at = alert.starts_at
     lookback = duration_arg(args.lookback, "--lookback")
@@ -537,13 +462,6 @@ def _fixture_paths(paths: Sequence[str]) -> list[str]:
     return found
 
 
-def _write_output(path: str, text: str, flag: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
-
-
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     graph = graph_from_args(args)
     paths = _fixture_paths(args.paths)
@@ -600,9 +518,9 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(f"    {problem}\n")
     elapsed = time.perf_counter() - started
     if args.junit:
-        _write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
+        write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
     if args.scorecard and fmt:
-        _write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
+        write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
     out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -673,8 +591,8 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
     now = time.time()
-    start = _live_moment(args.start, now, "--start")
-    end = _live_moment(args.end, now, "--end")
+    start = live_moment(args.start, now, "--start")
+    end = live_moment(args.end, now, "--end")
     if end <= start:
         raise UsageError("--end must be after --start")
     step = duration_arg(args.step, "--step")
@@ -732,8 +650,8 @@ def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
     if not args.start:
         raise UsageError("--start is needed with --prometheus")
     now = time.time()
-    start = _live_moment(args.start, now, "--start")
-    end = _live_moment(args.end, now, "--end")
+    start = live_moment(args.start, now, "--start")
+    end = live_moment(args.end, now, "--end")
     if end <= start:
         raise UsageError("--end must be after --start")
     step = duration_arg(args.step, "--step")
@@ -775,13 +693,13 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     except jinja2.TemplateError as exc:
         where = f"{exc.filename}:{exc.lineno}: " if isinstance(exc, jinja2.TemplateSyntaxError) else ""
         raise UsageError(f"--templates: {where}{exc}") from None
-    _write_output(args.output, text, "-o")
+    write_output(args.output, text, "-o")
     out.write(f"wrote {args.output} ({len(text.encode()) / 1e6:.2f} MB)\n")
     return EXIT_OK
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    at = _live_moment(args.at, time.time(), "--at")
+    at = live_moment(args.at, time.time(), "--at")
     settings = AuditSettings.from_slo(
         load_slo(args.slo),
         lookback=duration_arg(args.lookback, "--lookback"),
@@ -817,7 +735,7 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
     if args.prometheus:
         lookback = duration_arg(args.lookback, "--lookback")
         step = max(60.0, lookback / 10_000)
-        at = _live_moment(args.at, time.time(), "--at")
+        at = live_moment(args.at, time.time(), "--at")
         frame, _ = fetch_frame(
             prometheus_source(args), catalog(args), query_options(args), at, lookback, step
         )
