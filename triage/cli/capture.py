@@ -14,10 +14,40 @@ from typing import TextIO
 from signals.capture import dump_fixture, frame_to_fixture
 from signals.live import fetch_frame
 from signals.timeparse import format_duration, format_instant
-from triage.cli.common import EXIT_OK, UsageError, live_moment, symptom_arg
-from triage.cli.sourceargs import catalog, duration_arg, prometheus_source, query_options
+from triage.cli.common import (
+    EXIT_OK,
+    Command,
+    Subparsers,
+    UsageError,
+    add_playbook_option,
+    live_moment,
+    symptom_arg,
+)
+from triage.cli.sourceargs import (
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
 from triage.core.model import AUTO
 from triage.sources import load_playbooks
+
+
+def add_parser(sub: Subparsers) -> None:
+    cp = sub.add_parser(
+        "capture",
+        help="record a live incident as a fixture",
+        description="Fetch every signal over [start, end] and write a signal-level fixture (promtool "
+        "notation, runs compressed). Add an expect block and it is a regression test.",
+    )
+    cp.add_argument("--start", required=True, metavar="T", help="RFC 3339 time, or a duration ago (2h)")
+    cp.add_argument("--end", metavar="T", help="RFC 3339 time, or a duration ago (default now)")
+    cp.add_argument("--step", metavar="DURATION", default="15s", help="resolution (default 15s)")
+    cp.add_argument("--symptom", metavar="ID", help="symptom to record in the fixture")
+    cp.add_argument("-o", "--output", required=True, metavar="FILE", help="fixture file to write")
+    add_playbook_option(cp)
+    add_prometheus_options(cp, required=True)
 
 
 def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
@@ -55,3 +85,6 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  blind: {', '.join(blind)}\n")
     out.write("add an expect block to make it a regression test\n")
     return EXIT_OK
+
+
+COMMAND = Command("capture", add_parser, cmd_capture)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeAlias
 
 from signals.catalog import load_catalog
 from signals.errors import InputError, InputErrors
@@ -33,6 +34,26 @@ EXIT_INTERNAL = 70
 
 class UsageError(Exception):
     """A command-line value that cannot be used; printed as one line, exit 2."""
+
+
+class MissingSubcommand(Exception):
+    """A command group (`signals`, `playbooks`) run without its subcommand; main prints the group's help."""
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `triage` subcommand: how it adds its parser, and what runs when it is chosen.
+
+    Each command module holds one, so a command's arguments, help and handler live
+    together and main only has to list them.
+    """
+
+    name: str
+    add: Callable[[Subparsers], None]
+    run: Callable[[argparse.Namespace, TextIO], int]
 
 
 def add_playbook_option(parser: argparse.ArgumentParser) -> None:

@@ -17,18 +17,61 @@ from signals.timeparse import format_instant, parse_duration, parse_instant
 from triage.cli.alertfile import read_alert
 from triage.cli.common import (
     EXIT_OK,
+    Command,
+    Subparsers,
     UsageError,
+    add_playbook_option,
     graph_from_args,
     live_moment,
     load_checked_fixture,
     symptom_arg,
     use_color,
 )
-from triage.cli.sourceargs import catalog, duration_arg, prometheus_source, query_options
+from triage.cli.sourceargs import (
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
 from triage.core.model import AUTO, Diagnosis
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import fixture_symptom
+
+
+def add_parser(sub: Subparsers) -> None:
+    d = sub.add_parser(
+        "diagnose",
+        help="diagnose an incident at one moment, from a fixture or a live Prometheus",
+        description="Diagnose an incident at one moment, from a recorded fixture or a live Prometheus.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time; live, a\n"
+        "duration means that long ago (--at 20m) and the default is now, or the alert's startsAt.\n"
+        "--symptom auto detects the symptom from the signals (the worst breach wins).\n"
+        "exit codes: 0 diagnosis made, 2 bad usage or input, 3 Prometheus could not be read at all.",
+    )
+    d.add_argument(
+        "--fixture", metavar="PATH", help="incident fixture (YAML; raw ones replay through Prometheus)"
+    )
+    d.add_argument(
+        "--symptom",
+        metavar="ID",
+        help="where to start: ttft_slow, tpot_slow, errors, rejected, "
+        "cost_up, quality_down or auto (default: the fixture's or the alert's, else auto)",
+    )
+    d.add_argument(
+        "--at", metavar="T", help="moment to diagnose (default: the fixture's at, else the last sample)"
+    )
+    d.add_argument(
+        "--alert", metavar="FILE", help="an Alertmanager alert or webhook payload (JSON) to start from"
+    )
+    d.add_argument("--lookback", metavar="DURATION", default="2h", help="live: history to fetch (default 2h)")
+    d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
+    d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
+    add_playbook_option(d)
+    add_prometheus_options(d)
 
 
 def _at_arg(value: str | None, fixture: Fixture) -> float:
@@ -89,3 +132,6 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
     _render(diagnosis, args, out)
     return EXIT_OK
+
+
+COMMAND = Command("diagnose", add_parser, cmd_diagnose)

@@ -11,9 +11,29 @@ import sys
 from typing import TextIO
 
 from signals.errors import InputErrors
-from triage.cli.common import EXIT_FAILED, EXIT_OK
+from triage.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    MissingSubcommand,
+    Subparsers,
+    add_playbook_option,
+)
 from triage.core.graph import build_graph
 from triage.sources import default_playbook_dir, load_playbooks
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("playbooks", help="work with the playbooks")
+    psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
+    pc = psub.add_parser(
+        "check",
+        help="validate every playbook file, print every problem",
+        description="Validate the playbooks: schema, references across files, reachability. "
+        "Prints every problem as file:line: key: message; exit 1 if any.",
+    )
+    pc.add_argument("--first", action="store_true", help="stop at the first problem")
+    add_playbook_option(pc)
 
 
 def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -33,3 +53,12 @@ def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
         f"{graph.graph.number_of_nodes()} nodes, {graph.graph.number_of_edges()} edges\n"
     )
     return EXIT_OK
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.playbooks_command == "check":
+        return cmd_playbooks_check(args, out)
+    raise MissingSubcommand
+
+
+COMMAND = Command("playbooks", add_parser, run)

@@ -12,8 +12,31 @@ import json
 from typing import TextIO
 
 from signals.timeparse import format_duration, format_instant, parse_duration
-from triage.cli.common import EXIT_OK, UsageError, graph_from_args, load_checked_fixture, symptom_arg
+from triage.cli.common import (
+    EXIT_OK,
+    Command,
+    Subparsers,
+    UsageError,
+    add_playbook_option,
+    graph_from_args,
+    load_checked_fixture,
+    symptom_arg,
+)
 from triage.replay import fixture_symptom, summarise, timeline
+
+
+def add_parser(sub: Subparsers) -> None:
+    r = sub.add_parser(
+        "replay",
+        help="the diagnosis at every step through an incident",
+        description="Replay an incident: the diagnosis as it would have read at each step, when "
+        "the top cause first appeared, when it settled, how long after the onset.",
+    )
+    r.add_argument("fixture", metavar="PATH")
+    r.add_argument("--every", default="1m", metavar="DURATION", help="step between diagnoses (default 1m)")
+    r.add_argument("--symptom", metavar="ID")
+    r.add_argument("--format", choices=("text", "json"), default="text")
+    add_playbook_option(r)
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
@@ -77,3 +100,6 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             line += f", {format_duration(summary.onset_to_settled)} after the onset"
         out.write(line + "\n")
     return EXIT_OK
+
+
+COMMAND = Command("replay", add_parser, cmd_replay)

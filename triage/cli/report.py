@@ -20,17 +20,48 @@ from signals.timeparse import format_duration
 from signals.yamldoc import parse_yaml
 from triage.cli.common import (
     EXIT_OK,
+    Command,
+    Subparsers,
     UsageError,
+    add_playbook_option,
     graph_from_args,
     live_moment,
     load_checked_fixture,
     symptom_arg,
     write_output,
 )
-from triage.cli.sourceargs import catalog, duration_arg, prometheus_source, query_options
+from triage.cli.sourceargs import (
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
 from triage.core.model import AUTO
 from triage.core.playbook import Knowledge
 from triage.report.report import build_report, render_report
+
+
+def add_parser(sub: Subparsers) -> None:
+    rp = sub.add_parser(
+        "report",
+        help="a postmortem report of an incident: one self-contained HTML page, or Markdown",
+        description="Replay an incident and write a postmortem report: summary, charts of the evidence "
+        "(SVG, drawn from the data), the walk, first and forbidden actions, blind spots, and the diagnosis "
+        "timeline. FILE ending in .html gives one self-contained page (opens offline, prints); .md gives "
+        "Markdown for wikis and tickets. SOURCE is a fixture, or --prometheus with --start/--end.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rp.add_argument("fixture", nargs="?", metavar="FIXTURE", help="incident fixture (or use --prometheus)")
+    rp.add_argument("-o", "--output", required=True, metavar="FILE", help="report file: .html or .md")
+    rp.add_argument("--every", default="1m", metavar="DURATION", help="timeline step (default 1m)")
+    rp.add_argument("--templates", metavar="DIR", help="your own report templates (searched first)")
+    rp.add_argument("--start", metavar="T", help="live: RFC 3339 time, or a duration ago")
+    rp.add_argument("--end", metavar="T", help="live: RFC 3339 time, or a duration ago (default now)")
+    rp.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
+    rp.add_argument("--symptom", metavar="ID", help="live: symptom to start from (default auto)")
+    add_playbook_option(rp)
+    add_prometheus_options(rp)
 
 
 def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
@@ -84,3 +115,6 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     write_output(args.output, text, "-o")
     out.write(f"wrote {args.output} ({len(text.encode()) / 1e6:.2f} MB)\n")
     return EXIT_OK
+
+
+COMMAND = Command("report", add_parser, cmd_report)

@@ -13,9 +13,33 @@ from pathlib import Path
 from typing import TextIO
 
 from signals.catalog import load_catalog
-from triage.cli.common import EXIT_OK, UsageError
+from triage.cli.common import EXIT_OK, Command, Subparsers, UsageError
 from triage.cli.sourceargs import query_options
 from triage.rules import load_slo, render_rules
+
+
+def add_parser(sub: Subparsers) -> None:
+    ru = sub.add_parser(
+        "rules",
+        help="Prometheus recording and alerting rules that feed the triage",
+        description="Write Prometheus rules: the catalog as triage:<signal> recording rules (the or of every "
+        "flavour's query), and alerting rules that start the triage, each with a symptom label. "
+        "P99 TTFT and P99 TPOT alert separately, never on the mean.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="validate the output with: promtool check rules FILE",
+    )
+    ru.add_argument("-o", "--output", metavar="FILE", help="rule file to write (default: stdout)")
+    ru.add_argument("--slo", metavar="FILE", help="SLO thresholds to override (see triage/slo_defaults.yaml)")
+    ru.add_argument(
+        "--selector",
+        metavar="S",
+        default="",
+        help="label matchers for every query, e.g. '{namespace=\"llm\"}'",
+    )
+    ru.add_argument("--replica-label", metavar="L", default="instance", help="label that names a replica")
+    ru.add_argument(
+        "--catalog", metavar="FILE", action="append", default=[], help="extra signal catalog file(s)"
+    )
 
 
 def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
@@ -35,3 +59,6 @@ def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
         f"triage: wrote {count} rules to {args.output} (check with: promtool check rules {args.output})\n"
     )
     return EXIT_OK
+
+
+COMMAND = Command("rules", add_parser, cmd_rules)

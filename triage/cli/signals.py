@@ -12,10 +12,24 @@ import json
 from typing import TextIO
 
 from signals.catalog import resolve
-from triage.cli.common import EXIT_OK
-from triage.cli.sourceargs import catalog, prometheus_source
+from triage.cli.common import EXIT_OK, Command, MissingSubcommand, Subparsers, add_playbook_option
+from triage.cli.sourceargs import add_prometheus_options, catalog, prometheus_source
 from triage.core.playbook import AnyOf, Knowledge
 from triage.sources import load_playbooks
+
+
+def add_parser(sub: Subparsers) -> None:
+    sg = sub.add_parser("signals", help="what a live Prometheus can tell")
+    sgsub = sg.add_subparsers(dest="signals_command", metavar="SUBCOMMAND")
+    sc = sgsub.add_parser(
+        "check",
+        help="resolve every signal against a Prometheus: its source, or blind",
+        description="For every vocabulary signal, the source it resolves to on the server, or that it is "
+        "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
+    )
+    sc.add_argument("--format", choices=("text", "json"), default="text")
+    add_playbook_option(sc)
+    add_prometheus_options(sc, required=True)
 
 
 def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
@@ -80,3 +94,12 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     if deprecated:
         out.write(f"deprecated metric names in use: {', '.join(deprecated)} (renamed in vLLM 0.9-0.11)\n")
     return EXIT_OK
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.signals_command == "check":
+        return cmd_signals_check(args, out)
+    raise MissingSubcommand
+
+
+COMMAND = Command("signals", add_parser, run)

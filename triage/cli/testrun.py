@@ -17,7 +17,10 @@ from signals.errors import InputError, InputErrors, SignalError
 from triage.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    Command,
+    Subparsers,
     UsageError,
+    add_playbook_option,
     graph_from_args,
     load_checked_fixture,
     write_output,
@@ -32,6 +35,20 @@ from triage.report.scorecard import (
     render_scorecard,
     scorecard_format,
 )
+
+
+def add_parser(sub: Subparsers) -> None:
+    t = sub.add_parser(
+        "test",
+        help="replay fixtures and check their expect blocks",
+        description="Replay every fixture that has an expect block and check it, like promtool "
+        "test rules. Exit 1 on any failure.",
+    )
+    t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
+    t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
+    t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
+    add_playbook_option(t)
 
 
 def _fixture_paths(paths: Sequence[str]) -> list[str]:
@@ -108,3 +125,6 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
         write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
     out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+COMMAND = Command("test", add_parser, cmd_test)
