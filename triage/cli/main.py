@@ -33,6 +33,7 @@ from triage.cli import (
 )
 from triage.cli.common import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
@@ -136,7 +137,7 @@ def main(argv: Sequence[str] | None = None, extensions: Sequence[Extension] = ()
         return EXIT_OK
     except KeyboardInterrupt:
         sys.stderr.write("triage: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("TRIAGE_DEBUG"):
             traceback.print_exc()
