@@ -18,7 +18,8 @@ from promserver import PromStandIn, Reply, require_prometheus_binaries
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
 from signals.timeparse import format_instant
 from tools.rawsynth import VLLM_ITL_BUCKETS
-from triage.cli.main import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, main
+from triage.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from triage.cli.main import main
 
 START = 1_791_000_000.0
 STEP = 15.0

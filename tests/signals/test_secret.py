@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from signals.secret import SecretFileError, read_secret
-from triage.cli.main import EXIT_USAGE, main
+from triage.cli.common import EXIT_USAGE
+from triage.cli.main import main
 
 
 def test_a_secret_is_read_and_stripped(tmp_path: Path) -> None:

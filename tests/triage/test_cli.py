@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from triage.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from triage.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 KV = str(ROOT / "fixtures" / "kv-pressure-long-context.yaml")
@@ -184,7 +185,7 @@ def test_help_teaches() -> None:
 
 
 def test_color_only_on_a_terminal_and_never_with_no_color() -> None:
-    from triage.cli.main import use_color
+    from triage.cli.common import use_color
 
     class Tty:
         def isatty(self) -> bool:

@@ -1,2 +1,3 @@
-"""The command line: `main` dispatches to one module per command; `sourceargs` holds the
-arguments every live command shares."""
+"""The command line: one module per command, each adding its own subparser and holding its
+handler; `main` lists them and dispatches. `common` holds what several commands share,
+`sourceargs` the arguments every live command shares."""

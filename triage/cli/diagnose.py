@@ -1,0 +1,137 @@
+"""`triage diagnose`: the diagnosis at one moment, from a recorded fixture or a live Prometheus.
+
+The on-call answer without the TUI, for pipes and tickets (text, Markdown, JSON). It
+can start from the alert that paged, taking the alert's symptom and its startsAt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+from typing import TextIO
+
+from signals.fixture import Fixture, is_offset
+from signals.live import fetch_frame
+from signals.timeparse import format_instant, parse_duration, parse_instant
+from triage.cli.alertfile import read_alert
+from triage.cli.common import (
+    EXIT_OK,
+    Command,
+    Subparsers,
+    UsageError,
+    add_playbook_option,
+    graph_from_args,
+    live_moment,
+    load_checked_fixture,
+    symptom_arg,
+    use_color,
+)
+from triage.cli.sourceargs import (
+    add_prometheus_options,
+    catalog,
+    duration_arg,
+    prometheus_source,
+    query_options,
+)
+from triage.core.model import AUTO, Diagnosis
+from triage.core.render import to_json, to_markdown, to_text
+from triage.core.walk import diagnose, symptom_from_alert
+from triage.replay import fixture_symptom
+
+
+def add_parser(sub: Subparsers) -> None:
+    d = sub.add_parser(
+        "diagnose",
+        help="diagnose an incident at one moment, from a fixture or a live Prometheus",
+        description="Diagnose an incident at one moment, from a recorded fixture or a live Prometheus.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="--at takes an offset from the fixture's start (40m, 1h30m) or an RFC 3339 time; live, a\n"
+        "duration means that long ago (--at 20m) and the default is now, or the alert's startsAt.\n"
+        "--symptom auto detects the symptom from the signals (the worst breach wins).\n"
+        "exit codes: 0 diagnosis made, 2 bad usage or input, 3 Prometheus could not be read at all.",
+    )
+    d.add_argument(
+        "--fixture", metavar="PATH", help="incident fixture (YAML; raw ones replay through Prometheus)"
+    )
+    d.add_argument(
+        "--symptom",
+        metavar="ID",
+        help="where to start: ttft_slow, tpot_slow, errors, rejected, "
+        "cost_up, quality_down or auto (default: the fixture's or the alert's, else auto)",
+    )
+    d.add_argument(
+        "--at", metavar="T", help="moment to diagnose (default: the fixture's at, else the last sample)"
+    )
+    d.add_argument(
+        "--alert", metavar="FILE", help="an Alertmanager alert or webhook payload (JSON) to start from"
+    )
+    d.add_argument("--lookback", metavar="DURATION", default="2h", help="live: history to fetch (default 2h)")
+    d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
+    d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
+    add_playbook_option(d)
+    add_prometheus_options(d)
+
+
+def _at_arg(value: str | None, fixture: Fixture) -> float:
+    if value is None:
+        return fixture.at
+    try:
+        at = fixture.start + parse_duration(value) if is_offset(value) else parse_instant(value)
+    except ValueError as exc:
+        raise UsageError(f"--at: {exc}") from None
+    if not fixture.frame.start <= at <= fixture.frame.end:
+        raise UsageError(
+            f"--at: {format_instant(at)} is outside the data "
+            f"({format_instant(fixture.frame.start)} to {format_instant(fixture.frame.end)})"
+        )
+    return at
+
+
+def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
+    if args.format == "json":
+        out.write(to_json(diagnosis) + "\n")
+    elif args.format == "markdown":
+        out.write(to_markdown(diagnosis))
+    else:
+        out.write(to_text(diagnosis, color=use_color(out), verbose=args.verbose))
+
+
+def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+    if bool(args.fixture) == bool(args.prometheus):
+        raise UsageError("give either --fixture PATH or --prometheus URL")
+    graph = graph_from_args(args)
+    symptom = symptom_arg(args.symptom, graph.knowledge)
+    alert = read_alert(args.alert) if args.alert else None
+    if alert is not None and symptom is None:
+        symptom = symptom_from_alert(alert.labels, graph.knowledge)
+        source = "alert" if symptom else "auto"
+    else:
+        source = "given" if symptom else "auto"
+    if args.fixture:
+        fixture = load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+        at = _at_arg(args.at, fixture)
+        if alert is not None and args.at is None and alert.starts_at is not None:
+            at = _at_arg(format_instant(alert.starts_at), fixture)
+        if symptom is None:
+            chosen, source = fixture_symptom(fixture, None, graph.knowledge)
+        else:
+            chosen = symptom
+        _render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
+        return EXIT_OK
+    now = time.time()
+    at = live_moment(args.at, now, "--at")
+    if args.at is None and alert is not None and alert.starts_at is not None:
+        at = alert.starts_at
+    lookback = duration_arg(args.lookback, "--lookback")
+    step = duration_arg(args.step, "--step")
+    prometheus = prometheus_source(args)
+    frame, report = fetch_frame(prometheus, catalog(args), query_options(args), at, lookback, step)
+    diagnosis = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
+    diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
+    _render(diagnosis, args, out)
+    return EXIT_OK
+
+
+COMMAND = Command("diagnose", add_parser, cmd_diagnose)

@@ -1,0 +1,64 @@
+"""`triage playbooks check`: validate the knowledge before it is used.
+
+A broken playbook fails loudly at review time instead of misleading during an
+incident: every problem as `file:line: key: message`, exit 1 if any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from signals.errors import InputErrors
+from triage.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    MissingSubcommand,
+    Subparsers,
+    add_playbook_option,
+)
+from triage.core.graph import build_graph
+from triage.sources import default_playbook_dir, load_playbooks
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("playbooks", help="work with the playbooks")
+    psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
+    pc = psub.add_parser(
+        "check",
+        help="validate every playbook file, print every problem",
+        description="Validate the playbooks: schema, references across files, reachability. "
+        "Prints every problem as file:line: key: message; exit 1 if any.",
+    )
+    pc.add_argument("--first", action="store_true", help="stop at the first problem")
+    add_playbook_option(pc)
+
+
+def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
+    directory = args.playbooks or default_playbook_dir()
+    try:
+        kb = load_playbooks(directory, stop_at_first=args.first)
+    except InputErrors as exc:
+        for problem in exc.problems:
+            out.write(f"{problem}\n")
+        count = len(exc.problems)
+        sys.stderr.write(f"{count} problem{'s' if count != 1 else ''} in {directory}\n")
+        return EXIT_FAILED
+    graph = build_graph(kb)
+    out.write(
+        f"{directory}: ok: {len(kb.symptoms)} symptoms, {len(kb.causes)} causes, "
+        f"{len(kb.actions)} actions, {len(kb.forbidden)} forbidden actions, "
+        f"{graph.graph.number_of_nodes()} nodes, {graph.graph.number_of_edges()} edges\n"
+    )
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.playbooks_command == "check":
+        return cmd_playbooks_check(args, out)
+    raise MissingSubcommand
+
+
+COMMAND = Command("playbooks", add_parser, run)

@@ -1,0 +1,105 @@
+"""`triage signals check`: what a live Prometheus can tell, found out before an incident needs it.
+
+Every vocabulary signal resolved against the server's metric names, to its source or
+to blind, with the causes a blind signal leaves unprovable: a missing exporter is
+better found on a quiet day than during a page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TextIO
+
+from signals.catalog import resolve
+from triage.cli.common import EXIT_OK, Command, MissingSubcommand, Subparsers, add_playbook_option
+from triage.cli.sourceargs import add_prometheus_options, catalog, prometheus_source
+from triage.core.playbook import AnyOf, Knowledge
+from triage.sources import load_playbooks
+
+
+def add_parser(sub: Subparsers) -> None:
+    sg = sub.add_parser("signals", help="what a live Prometheus can tell")
+    sgsub = sg.add_subparsers(dest="signals_command", metavar="SUBCOMMAND")
+    sc = sgsub.add_parser(
+        "check",
+        help="resolve every signal against a Prometheus: its source, or blind",
+        description="For every vocabulary signal, the source it resolves to on the server, or that it is "
+        "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
+    )
+    sc.add_argument("--format", choices=("text", "json"), default="text")
+    add_playbook_option(sc)
+    add_prometheus_options(sc, required=True)
+
+
+def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
+    """Causes with a required check whose every signal is blind, and those signals."""
+    out: dict[str, list[str]] = {}
+    for cid, cause in sorted(kb.causes.items()):
+        for entry in cause.requires:
+            members = entry.any if isinstance(entry, AnyOf) else (entry,)
+            signals = [s for m in members for s in m.signals()]
+            if signals and all(s in blind for s in signals):
+                out.setdefault(cid, []).extend(s for s in signals if s not in out.get(cid, []))
+    return out
+
+
+def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
+    kb = load_playbooks(args.playbooks)
+    prometheus = prometheus_source(args)
+    names = prometheus.metric_names()
+    resolutions = resolve(catalog(args), names)
+    blind = {name for name, r in resolutions.items() if r.blind}
+    unprovable = unprovable_causes(kb, blind)
+    deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
+    if args.format == "json":
+        payload = {
+            "server": prometheus.url,
+            "metric_names": len(names),
+            "signals": {
+                name: {
+                    "replica": r.replica.source if r.replica else None,
+                    "fleet": r.fleet.source if r.fleet else None,
+                    "blind": r.blind,
+                    "deprecated_in_use": list(r.deprecated_in_use),
+                }
+                for name, r in sorted(resolutions.items())
+            },
+            "unprovable_causes": unprovable,
+            "deprecated_in_use": deprecated,
+        }
+        out.write(json.dumps(payload, indent=2) + "\n")
+        return EXIT_OK
+    out.write(
+        f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
+        f"{len(resolutions)} signals resolved\n"
+    )
+    width = max(len(n) for n in resolutions)
+    for name, r in sorted(resolutions.items()):
+        if r.blind:
+            status = "BLIND"
+        else:
+            replica = r.replica.source if r.replica else "-"
+            fleet = r.fleet.source if r.fleet else "-"
+            status = f"replica: {replica}, fleet: {fleet}"
+        if r.deprecated_in_use:
+            status += f"  (deprecated names in use: {', '.join(r.deprecated_in_use)})"
+        out.write(f"  {name:<{width}}  {status}\n")
+    if unprovable:
+        out.write("causes left unprovable (a required check reads only blind signals):\n")
+        for cause, signals in unprovable.items():
+            out.write(f"  {cause}: needs {', '.join(signals)}\n")
+    else:
+        out.write("every cause can be proven from what this server has\n")
+    if deprecated:
+        out.write(f"deprecated metric names in use: {', '.join(deprecated)} (renamed in vLLM 0.9-0.11)\n")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.signals_command == "check":
+        return cmd_signals_check(args, out)
+    raise MissingSubcommand
+
+
+COMMAND = Command("signals", add_parser, run)

@@ -1,0 +1,130 @@
+"""`triage test`: replay every fixture with an expect block and check it, like `promtool test rules`.
+
+Fixtures are the playbooks' regression tests and this is their runner: exit 1 on any
+failure for CI, JUnit XML for CI dashboards, an accuracy scorecard for people. The
+module is not named `test` so that no test collector takes it for a test file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from signals.errors import InputError, InputErrors, SignalError
+from triage.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    Subparsers,
+    UsageError,
+    add_playbook_option,
+    graph_from_args,
+    load_checked_fixture,
+    write_output,
+)
+from triage.core.walk import diagnose
+from triage.replay import check_expect, fixture_symptom
+from triage.report.scorecard import (
+    FixtureOutcome,
+    error_outcome,
+    outcome_for,
+    render_junit,
+    render_scorecard,
+    scorecard_format,
+)
+
+
+def add_parser(sub: Subparsers) -> None:
+    t = sub.add_parser(
+        "test",
+        help="replay fixtures and check their expect blocks",
+        description="Replay every fixture that has an expect block and check it, like promtool "
+        "test rules. Exit 1 on any failure.",
+    )
+    t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
+    t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
+    t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
+    add_playbook_option(t)
+
+
+def _fixture_paths(paths: Sequence[str]) -> list[str]:
+    found: list[str] = []
+    for raw in paths or ["fixtures"]:
+        p = Path(raw)
+        if p.is_dir():
+            found.extend(str(f) for f in sorted(p.rglob("*.y*ml")) if f.suffix in (".yaml", ".yml"))
+        elif p.exists():
+            found.append(str(p))
+        else:
+            raise UsageError(f"{raw}: no such file or folder")
+    return found
+
+
+def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
+    graph = graph_from_args(args)
+    paths = _fixture_paths(args.paths)
+    if not paths:
+        raise UsageError("no fixture files found")
+    fmt = None
+    if args.scorecard:
+        try:
+            fmt = scorecard_format(args.scorecard)
+        except ValueError as exc:
+            raise UsageError(f"--scorecard: {exc}") from None
+    passed = failed = skipped = 0
+    names: dict[str, str] = {}
+    outcomes: list[FixtureOutcome] = []
+    started = time.perf_counter()
+    for path in paths:
+        t0 = time.perf_counter()
+        try:
+            fixture = load_checked_fixture(path, graph.knowledge)
+        except (InputError, InputErrors, SignalError) as exc:
+            failed += 1
+            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0))
+            out.write(f"ERROR {path}\n")
+            for line in str(exc).splitlines():
+                out.write(f"    {line}\n")
+            continue
+        if fixture.name in names:
+            failed += 1
+            problem = f"name '{fixture.name}' is also used by {names[fixture.name]}"
+            outcomes.append(error_outcome(path, problem, name=fixture.name))
+            out.write(f"ERROR {path}\n    {problem}\n")
+            continue
+        names[fixture.name] = path
+        if fixture.expect is None:
+            skipped += 1
+            if not args.quiet:
+                out.write(f"SKIP  {path} (no expect block)\n")
+            continue
+        symptom, source = fixture_symptom(fixture, None, graph.knowledge)
+        diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
+        result = check_expect(diagnosis, fixture.expect)
+        outcomes.append(
+            outcome_for(graph, fixture, diagnosis, None if fmt else (), elapsed=time.perf_counter() - t0)
+        )
+        top = diagnosis.top.cause if diagnosis.top else "no cause"
+        if result.passed:
+            passed += 1
+            if not args.quiet:
+                out.write(f"PASS  {path}  {diagnosis.symptom} -> {top}\n")
+        else:
+            failed += 1
+            out.write(f"FAIL  {path}  {diagnosis.symptom} -> {top}\n")
+            for problem in result.problems:
+                out.write(f"    {problem}\n")
+    elapsed = time.perf_counter() - started
+    if args.junit:
+        write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
+    if args.scorecard and fmt:
+        write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
+    out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+COMMAND = Command("test", add_parser, cmd_test)
