@@ -28,7 +28,7 @@ from triage.cli import (
     report,
     rules,
     serve,
-    signals,
+    signalcheck,
     testrun,
 )
 from triage.cli.common import (
@@ -85,7 +85,7 @@ COMMANDS: tuple[Command, ...] = (
     diagnose.COMMAND,
     replay.COMMAND,
     testrun.COMMAND,
-    signals.COMMAND,
+    signalcheck.COMMAND,
     capture.COMMAND,
     rules.COMMAND,
     report.COMMAND,

@@ -1,4 +1,4 @@
-"""Command-line options for a live Prometheus source, shared by diagnose, signals check and capture.
+"""Command-line options for a live Prometheus source, shared by every live command.
 
 Secrets come from flags, files or the environment (`TRIAGE_PROMETHEUS_TOKEN`), never
 echoed back; a file is preferred because flags show up in `ps`.

@@ -1,8 +1,8 @@
 """`triage serve`: its options and its run loop.
 
-Kept apart from `triage.cli.main` so the rest of the command line starts without loading
-the web stack: the parser here needs only argparse, and uvicorn is imported when the
-service actually runs. uvicorn owns the signals: on SIGTERM or Ctrl-C it stops
+`triage.cli.serve` is a thin entry to this module, so the rest of the command line
+starts without loading the web stack: the parser here needs only argparse, and
+uvicorn is imported when the service actually runs. uvicorn owns the signals: on SIGTERM or Ctrl-C it stops
 accepting connections, lets in-flight requests finish, then the app's lifespan drains
 the workers and the sinks, and the process exits 0. Work not finished stays pending
 in the store and resumes at the next start.
