@@ -11,8 +11,8 @@ redundancy so one failure or a rolling update still meets the SLO (30 req/s ÷ 4
 
 This module owns the second half and the plan that joins both: the replica count, the
 validated inputs and `plan`. The room's other modules: `specs` (units, dtypes, model and
-GPU specs), `presets`, `memory` (the first half), `measure` (the rate at SLO from a
-frame), `inputs` (the capacity file and flags, the room's only IO) and `render` (text).
+GPU specs), `presets` (read from `presets.yaml`), `memory` (the first half), `measure`
+(the rate at SLO from a frame), `inputs` (the capacity file and flags) and `render` (text).
 
 Everything here is pure and deterministic. A model that does not fit is a result
 (`CapacityPlan.fits` is False, with the shortfall and the smallest tensor-parallel size

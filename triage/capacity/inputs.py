@@ -3,7 +3,7 @@
 The calculator's edge: user input arrives here as YAML or flag values and leaves as
 validated inputs, with every problem located as `file:line: key: message` or
 `command line:0: --flag: message`. `load_inputs` is the only function in the room that
-reads a file.
+reads a user's file (the bundled presets are read once, when `presets` loads).
 """
 
 from __future__ import annotations
