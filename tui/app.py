@@ -5,6 +5,10 @@ the one factory the CLI and the tests call. Feed loads and diagnoses run in thre
 workers and come back as typed messages (`tui.messages`); handlers store the result
 and hand it to widgets, which only render. Input is never blocked: a slow Prometheus
 delays the next picture, not the next key.
+
+This module holds the layout, the workers, the message handlers and the keys; the app
+mixes in its drawing (`tui.rendering`), the replay cursor (`tui.replay`) and the
+drill-down (`tui.drill`), and opens the screens of `tui.screens`.
 """
 
 from __future__ import annotations
@@ -19,10 +23,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, OptionList, Select, Static, TabbedContent, TabPane
-from textual.widgets.option_list import Option
 
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
@@ -31,34 +34,17 @@ from triage.core.model import AUTO, SYMPTOMS, Diagnosis
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.rules import Slo
 from tui.alerts import AlertView, load_alerts
+from tui.drill import DrillDown
 from tui.feeds import Feed, Snapshot
 from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
-from tui.view import chart_data, format_value, printable, replica_rows, tile_specs, tiles
+from tui.rendering import Rendering
+from tui.replay import ReplayCursor
+from tui.screens import HelpScreen
+from tui.view import printable, replica_rows, tile_specs
 from tui.widgets import (
-    Chart,
     SignalTile,
     StatusLine,
     WalkTree,
-    action_text,
-    fmt_age,
-    replica_lines,
-    verdict_text,
-    warnings_text,
-)
-
-KEYS: tuple[tuple[str, str], ...] = (
-    ("?", "show every key"),
-    ("q", "quit"),
-    ("1 / 2 / 3", "Diagnosis / Overview / Alerts tab"),
-    ("s", "choose the symptom (six symptoms and auto)"),
-    ("enter", "drill down: chart the selected signal or evidence line, with its PromQL"),
-    ("c", "copy the highlighted action's confirm query (or the drill-down's PromQL)"),
-    ("← / →", "replay: one step back / forward"),
-    ("shift+← / shift+→", "replay: ten minutes back / forward"),
-    ("o", "replay: jump to the onset"),
-    ("space", "replay: play / pause"),
-    ("r", "live: refresh now (alerts too)"),
-    ("escape", "close the drill-down or this help"),
 )
 
 
@@ -77,51 +63,7 @@ class Settings:
     clock: Callable[[], float] = field(default=time.time)
 
 
-class HelpScreen(ModalScreen[None]):
-    """Every key, in one table."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "close")]
-
-    def compose(self) -> ComposeResult:
-        text = Text("Keys\n\n", style="bold")
-        for key, meaning in KEYS:
-            text.append(f"{key:>18}  ", style="bold cyan")
-            text.append(f"{meaning}\n")
-        text.append(
-            "\nThe mouse works too: click a tab, a tree node, a column header to sort.", style="italic"
-        )
-        yield VerticalScroll(Static(text), id="help")
-
-
-class SignalScreen(ModalScreen[None]):
-    """One signal charted over the window, per replica, with the PromQL behind it."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "dismiss", "close"),
-        Binding("c", "copy", "copy PromQL"),
-    ]
-
-    def __init__(self, title: str, chart: Chart, replicas: Text, query: str) -> None:
-        super().__init__()
-        self.title_text = title
-        self.chart = chart
-        self.replicas = replicas
-        self.promql = query
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="drill"):
-            yield Static(Text(self.title_text, style="bold"), id="drill-title")
-            yield self.chart
-            yield Static(Text.assemble(("PromQL  ", "bold"), (self.promql, "cyan")), id="drill-query")
-            with VerticalScroll(id="drill-replicas"):
-                yield Static(self.replicas)
-
-    def action_copy(self) -> None:
-        self.app.copy_to_clipboard(self.promql)
-        self.notify("PromQL copied")
-
-
-class TriageApp(App[None]):
+class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
     """k9s for an LLM fleet: keyboard-first, dense, calm, never frozen."""
 
     CSS_PATH = "app.tcss"
@@ -351,98 +293,10 @@ class TriageApp(App[None]):
         self.run_diagnosis(self._seq, self.snapshot, self.symptom, at, source)
         self._render_status()
 
-    def _render_status(self) -> None:
-        text = Text()
-        text.append("LIVE " if self.feed.live else "REPLAY ", style="bold reverse")
-        text.append(f" {printable(self.feed.label)}")
-        at = self.moment
-        if at is not None:
-            text.append(f" · {format_instant(at)[5:19].replace('T', ' ')}Z")
-            d = self.diagnosis
-            if d is not None and d.onset is not None:
-                delta = at - d.onset
-                sign = "+" if delta >= 0 else "−"
-                text.append(f" · onset {sign}{format_duration(abs(delta))}")
-        if not self.feed.live:
-            text.append(" · ▶ playing" if self.playing else " · ←/→ step, space play")
-        elif self.pinned:
-            text.append(" · at an alert's start; r returns to now")
-        elif self.last_refresh is not None:
-            text.append(f" · refreshed {fmt_age(max(0.0, self.settings.clock() - self.last_refresh))}")
-            text.append(f" every {format_duration(self.settings.refresh)}")
-        if self.fetch_error:
-            text.append(f" · FETCH FAILED: {printable(self.fetch_error)}", style="bold red")
-            if self.snapshot is not None:
-                text.append(" (showing the last good data)", style="red")
-        self.query_one("#status", StatusLine).update(text)
-
-    def _render_all(self) -> None:
-        d = self.diagnosis
-        snapshot = self.snapshot
-        if d is None or snapshot is None:
-            return
-        self._render_status()
-        note = f"symptom: {d.symptom} ({d.symptom_source})" if self.symptom == AUTO else ""
-        self.query_one("#symptom-note", Static).update(note)
-        self.query_one("#walk", WalkTree).show(d)
-        self.query_one("#verdict", Static).update(verdict_text(d))
-        actions = self.query_one("#actions", OptionList)
-        actions.clear_options()
-        if d.first_actions:
-            actions.add_options(
-                [
-                    Option(action_text(i, a.text, a.confirm), id=a.id)
-                    for i, a in enumerate(d.first_actions, start=1)
-                ]
-            )
-        else:
-            actions.add_option(Option(Text("none: nothing to act on", style="italic"), disabled=True))
-        self.query_one("#warnings", Static).update(warnings_text(d))
-        self._overview_stale = True
-        if self.query_one(TabbedContent).active == "overview":
-            self._render_overview()
-
     @on(TabbedContent.TabActivated)
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "overview" and self._overview_stale:
             self._render_overview()
-
-    def _render_overview(self) -> None:
-        """Tiles and the replica table, drawn only while visible: 64 rows cost more than the walk."""
-        d, snapshot = self.diagnosis, self.snapshot
-        if d is None or snapshot is None:
-            return
-        self._overview_stale = False
-        for tile in tiles(snapshot.frame, d.at, d.baseline_window, self.specs):
-            self.query_one(f"#tile-{tile.signal}", SignalTile).show(tile)
-        table = self.query_one("#replicas", DataTable)
-        columns, rows = replica_rows(snapshot.frame, d.at)
-        table.clear(columns=True)
-        table.add_column("replica", key="replica")
-        for signal, label in columns:
-            table.add_column(label, key=signal)
-        rows.sort(key=lambda r: (not r.flagged, r.replica))
-        keys = [c[0] for c in columns]
-        if self.sort_by is not None and self.sort_by[0] in keys:
-            index, reverse = keys.index(self.sort_by[0]), self.sort_by[1]
-            present = [r for r in rows if r.values[index] is not None]
-            present.sort(key=lambda r: r.values[index] or 0.0, reverse=reverse)
-            rows = present + [r for r in rows if r.values[index] is None]  # unknown last, either way
-        elif self.sort_by is not None and self.sort_by[0] == "replica":
-            rows.sort(key=lambda r: r.replica, reverse=self.sort_by[1])
-        for row in rows:
-            cells: list[Text] = []
-            name = Text(printable(row.replica), style="bold red" if row.flagged else "")
-            if row.vanished:
-                name.append(" gone", style="bold red")
-            if row.gpu_fault:
-                name.append(" gpu", style="bold red")
-            cells.append(name)
-            for ci, value in enumerate(row.values):
-                signal = columns[ci][0]
-                style = "bold red reverse" if ci in row.outliers else ""
-                cells.append(Text(format_value(value, signal, compact=True), style=style, justify="right"))
-            table.add_row(*cells, key=row.replica)
 
     # ----- actions ------------------------------------------------------------------------
 
@@ -471,46 +325,6 @@ class TriageApp(App[None]):
             self.symptom = value
             self.request_diagnosis()
 
-    def _step_size(self) -> float:
-        return self.snapshot.frame.step if self.snapshot is not None else 60.0
-
-    def _move(self, to: float) -> None:
-        if self.feed.live or self.snapshot is None:
-            return
-        frame = self.snapshot.frame
-        target = min(max(to, frame.start + frame.step), frame.end)
-        if target != self.cursor:
-            self.cursor = target
-            self.request_diagnosis()
-
-    def action_step(self, steps: int) -> None:
-        if self.cursor is not None:
-            self._move(self.cursor + steps * self._step_size())
-
-    def action_jump(self, seconds: float) -> None:
-        if self.cursor is not None:
-            self._move(self.cursor + seconds)
-
-    def action_onset(self) -> None:
-        if self.diagnosis is None or self.diagnosis.onset is None:
-            self.notify("No onset found at this moment.", timeout=3)
-            return
-        self._move(self.diagnosis.onset)
-
-    def action_play(self) -> None:
-        self.playing = not self.playing
-        self._render_status()
-
-    def _tick(self) -> None:
-        if self.playing and self.snapshot is not None and self.cursor is not None:
-            if self.cursor >= self.snapshot.frame.end:
-                self.playing = False
-                self._render_status()
-                return
-            self._move(self.cursor + self._step_size())
-        elif self.feed.live and self.last_refresh is not None:
-            self._render_status()
-
     def action_refresh(self) -> None:
         self.load_picture()
         if self.settings.alertmanager or self.settings.service:
@@ -527,36 +341,6 @@ class TriageApp(App[None]):
         action = self.diagnosis.first_actions[index]
         self.copy_to_clipboard(action.confirm or action.text)
         self.notify(f"Copied: {action.confirm or action.text}", timeout=4)
-
-    def _selected_signal(self) -> str | None:
-        focused = self.focused
-        if isinstance(focused, WalkTree):
-            return focused.signal_at_cursor()
-        if isinstance(focused, SignalTile):
-            return focused.chart_signal
-        if self.diagnosis is not None and self.diagnosis.top and self.diagnosis.top.evidence:
-            return self.diagnosis.top.evidence[0].signal
-        return None
-
-    def action_drill(self, signal: str | None = None) -> None:
-        focused = self.focused
-        if signal is None and isinstance(focused, DataTable) and focused.id == "alert-table":
-            self.open_alert(focused.cursor_row)
-            return
-        if signal is None and isinstance(focused, (OptionList, Select)):
-            return
-        signal = signal or self._selected_signal()
-        if signal is None or self.snapshot is None or self.diagnosis is None:
-            self.notify("Select a signal or an evidence line first.", timeout=3)
-            return
-        d = self.diagnosis
-        data = chart_data(self.snapshot.frame, signal, d.at, d.baseline_window, d.onset)
-        red = next((s.red_line for s in self.specs if s.signal == signal), None)
-        base = f" · baseline {data.baseline:.4g}" if data.baseline is not None else ""
-        title = f"{signal} · up to {format_instant(d.at)}{base} · {len(data.replicas)} replicas"
-        query = self.snapshot.queries.get(signal, "(no catalog query for this signal)")
-        screen = SignalScreen(title, Chart(data, red, id="chart"), replica_lines(data, 100), printable(query))
-        self.push_screen(screen)
 
     @on(SignalTile.Chosen)
     def tile_chosen(self, event: SignalTile.Chosen) -> None:

@@ -18,27 +18,13 @@ from hypothesis import strategies as st
 from signals.errors import InputError, InputErrors
 from signals.frame import Series, SignalFrame, build_frame, labels_of
 from signals.yamldoc import parse_yaml
-from triage.capacity.calculator import (
-    EXAMPLE_FILE,
-    GIB,
-    GPU_PRESETS,
-    MIB,
-    MODEL_PRESETS,
-    CapacityError,
-    CapacityInputs,
-    ModelSpec,
-    concurrency_ceiling,
-    kv_bytes_per_token,
-    load_inputs,
-    measure_rate_at_slo,
-    measured_rate_at_slo,
-    memory_budget,
-    parse_inputs,
-    plan,
-    render_presets,
-    render_text,
-    replicas_needed,
-)
+from triage.capacity.calculator import CapacityInputs, plan, replicas_needed
+from triage.capacity.inputs import EXAMPLE_FILE, load_inputs, parse_inputs
+from triage.capacity.measure import measure_rate_at_slo, measured_rate_at_slo
+from triage.capacity.memory import concurrency_ceiling, kv_bytes_per_token, memory_budget
+from triage.capacity.presets import GPU_PRESETS, MODEL_PRESETS
+from triage.capacity.render import render_presets, render_text
+from triage.capacity.specs import GIB, MIB, CapacityError, ModelSpec
 
 LLAMA_8B = MODEL_PRESETS["llama-3.1-8b"]
 LLAMA_70B = MODEL_PRESETS["llama-3.1-70b"]

@@ -264,7 +264,7 @@ def test_windows_around_an_onset() -> None:
 
 
 def test_leave_one_out_medians_match_the_definition() -> None:
-    from triage.core.checks import leave_one_out_medians, row_medians
+    from triage.core.checks.replicas import leave_one_out_medians, row_medians
 
     rng = np.random.default_rng(5)
     for n in range(2, 12):

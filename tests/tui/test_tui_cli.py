@@ -66,7 +66,7 @@ def test_other_commands_still_run_through_the_console_script(capsys: pytest.Capt
 def test_readme_shows_the_screenshot_and_every_key() -> None:
     from pathlib import Path
 
-    from tui.app import KEYS
+    from tui.screens import KEYS
 
     root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()

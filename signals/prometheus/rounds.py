@@ -1,0 +1,199 @@
+"""The round: all the queries of one refresh on a thread pool under ONE deadline, with retries.
+
+Retries happen here, where the deadline is known: only transient failures, at most
+`max_retries`, exponential backoff with jitter that never runs past the deadline.
+Kept apart from the reads so the concurrency and timing rules live in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+
+from signals.prometheus.errors import PrometheusBadReply, PrometheusError, PrometheusUnavailable
+from signals.prometheus.replies import _strings
+from signals.prometheus.transport import (
+    _connection_reason,
+    _DeadlineSession,
+    _envelope,
+    _Failure,
+    _is_read_timeout,
+    _Tally,
+    _tls_reason,
+)
+
+_LOG = logging.getLogger("signals.prometheus")
+"""One logger for the whole seam, named after it, whichever module logs."""
+
+_BACKOFF_BASE_S = 0.1
+_BACKOFF_CAP_S = 1.0
+_MIN_ATTEMPT_S = 0.05
+"""Below this much time left, another attempt cannot succeed; fail with what we know."""
+_GRACE_S = 0.05
+"""How long the round waits past the deadline for a worker's own, more precise, error."""
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class _Outcome(Generic[R]):
+    value: R | None
+    failure: _Failure | None
+    http_requests: int
+    warnings: list[str]
+    infos: list[str]
+
+
+@dataclass(frozen=True)
+class _Job(Generic[R]):
+    fetch: Callable[[PrometheusConnect], object]
+    parse: Callable[[object], R]
+
+
+class Rounds:
+    """Runs jobs under one deadline; `PrometheusSource` supplies the session, client and limits."""
+
+    url: str
+    timeout: float
+    max_retries: int
+    _max_workers: int
+    _session: _DeadlineSession
+    _client: PrometheusConnect
+
+    def _round(self, jobs: Mapping[str, _Job[R]]) -> dict[str, _Outcome[R]]:
+        """Run the jobs on a pool; whatever is not done at the deadline is a timeout.
+
+        The pool is shut down without waiting: a worker still blocked in a socket read
+        ends by itself, since its read timeout is what was left of this same deadline.
+        """
+        if not jobs:
+            return {}
+        deadline = time.monotonic() + self.timeout
+        tallies = {name: _Tally() for name in jobs}
+        pool = ThreadPoolExecutor(
+            max_workers=min(len(jobs), self._max_workers), thread_name_prefix="prometheus"
+        )
+        futures: dict[str, Future[_Outcome[R]]] = {}
+        try:
+            for name, job in jobs.items():
+                futures[name] = pool.submit(self._run_job, job, deadline, tallies[name])
+            wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()) + _GRACE_S)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        outcomes: dict[str, _Outcome[R]] = {}
+        for name, future in futures.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                outcomes[name] = future.result()
+                continue
+            if future.done() and not future.cancelled():
+                failure = _Failure(
+                    f"internal error: {future.exception()!r}", kind="bug", family=PrometheusError
+                )
+            else:
+                failure = self._timeout_failure()
+            outcomes[name] = _Outcome(None, failure, tallies[name].sent, [], [])
+        return outcomes
+
+    def _timeout_failure(self) -> _Failure:
+        return _Failure(
+            f"timeout after {self.timeout}s", kind="timeout", family=PrometheusUnavailable, transient=True
+        )
+
+    def _run_job(self, job: _Job[R], deadline: float, tally: _Tally) -> _Outcome[R]:
+        """Attempts with bounded retries, then parsing; never raises."""
+        self._session.bind(deadline, tally)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                envelope = self._attempt(job.fetch)
+                value = job.parse(envelope.get("data"))
+            except _Failure as failure:
+                final = self._retry_or_give_up(failure, attempt, deadline)
+                if final is None:
+                    continue
+                if tally.sent > 1:
+                    final = final.noted(f"{tally.sent} attempts")
+                _LOG.debug("prometheus %s: %s", self.url, final.message)
+                return _Outcome(None, final, tally.sent, [], [])
+            return _Outcome(
+                value, None, tally.sent, _strings(envelope.get("warnings")), _strings(envelope.get("infos"))
+            )
+
+    def _retry_or_give_up(self, failure: _Failure, attempt: int, deadline: float) -> _Failure | None:
+        """None after sleeping the backoff when another attempt is worth it, else the final failure."""
+        if not failure.transient or attempt > self.max_retries:
+            return failure
+        remaining = deadline - time.monotonic()
+        delay = _backoff(attempt)
+        if failure.retry_after is not None:
+            if failure.retry_after > remaining:
+                return failure.noted(
+                    f"Retry-After {failure.retry_after:g}s is beyond the {self.timeout}s deadline"
+                )
+            delay = max(delay, failure.retry_after)
+        if delay + _MIN_ATTEMPT_S > remaining:
+            if failure.kind == "timeout":
+                return self._timeout_failure()
+            return failure
+        _LOG.debug("prometheus %s: %s; retrying in %.2fs", self.url, failure.message, delay)
+        time.sleep(delay)
+        return None
+
+    def _attempt(self, fetch: Callable[[PrometheusConnect], object]) -> dict[str, Any]:
+        """One HTTP request (through the library or the Session), classified from the raw response."""
+        self._session.forget_response()
+        try:
+            fetch(self._client)
+        except requests.Timeout as exc:
+            raise self._timeout_failure() from exc
+        except requests.exceptions.SSLError as exc:
+            raise _Failure(
+                f"TLS error talking to {self.url}: {_tls_reason(exc)}",
+                kind="tls",
+                family=PrometheusUnavailable,
+            ) from exc
+        except requests.ConnectionError as exc:
+            if _is_read_timeout(exc):
+                raise self._timeout_failure() from exc
+            raise _Failure(
+                f"unreachable: {_connection_reason(exc)} ({self.url})",
+                kind="unreachable",
+                family=PrometheusUnavailable,
+                transient=True,
+            ) from exc
+        except (
+            PrometheusApiClientException,
+            requests.RequestException,
+            ValueError,
+            KeyError,
+            TypeError,
+        ) as exc:
+            # With a response captured, this is the library's view of a bad reply
+            # (non-200, HTML, JSON without `data`), and the raw response says more.
+            # Without one, the request itself could not be made (bad URL, bad header).
+            if self._session.captured() is None:
+                raise _Failure(
+                    f"request to {self.url} failed: {type(exc).__name__}",
+                    kind="request",
+                    family=PrometheusError,
+                ) from exc
+        response = self._session.captured()
+        if response is None:
+            raise _Failure(f"no response from {self.url}", kind="malformed", family=PrometheusBadReply)
+        return _envelope(response)
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with "equal jitter", so concurrent retries don't arrive together."""
+    ceiling = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2.0 ** (attempt - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)

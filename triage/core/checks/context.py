@@ -1,0 +1,96 @@
+"""What every check reads (the frame, the windows, shared caches) and the helpers all kinds use.
+
+Shared by every family of check kinds, so it sits apart from any of them. Names with a
+leading underscore are private to the checks package.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from signals.frame import FloatArray, SignalFrame
+from triage.core.model import Evidence
+from triage.core.playbook import CheckSpec
+from triage.core.windows import Windows
+
+FALSE_VALUES = ("false", "0", "off", "no", "disabled", "none")
+
+
+@dataclass
+class Context:
+    """What every check reads: the frame, the windows, and caches shared across checks."""
+
+    frame: SignalFrame
+    windows: Windows
+    _views: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
+    _results: dict[CheckSpec, Evidence] = field(default_factory=dict)
+
+    def view(self, signal: str, view: str | None) -> FloatArray:
+        key = (signal, view or "fleet")
+        cached = self._views.get(key)
+        if cached is not None:
+            return cached
+        if view == "max_replica":
+            values = self.frame.across_replicas(signal, "max")
+        elif view == "median_replica":
+            values = self.frame.across_replicas(signal, "median")
+        else:
+            values = self.frame.fleet(signal)
+        self._views[key] = values
+        return values
+
+    def presence(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """Which replica reports anything at each step (replicas × steps, bool)."""
+        return self.frame.presence()
+
+
+def _median(values: FloatArray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if finite.size else math.nan
+
+
+def _baseline(ctx: Context, check: CheckSpec) -> tuple[float, float]:
+    """The baseline window a check compares with: the hour before the onset, or the first of the lookback."""
+    return ctx.windows.long_baseline if check.baseline == "long" else ctx.windows.baseline
+
+
+def _window(ctx: Context, values: FloatArray, window: tuple[float, float]) -> FloatArray:
+    return values[ctx.frame.index(*window)]
+
+
+def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _unknown(
+    check: CheckSpec, text: str, why: str, value: float = math.nan, baseline: float = math.nan
+) -> Evidence:
+    return Evidence(
+        signal=check.signal or "", check=text, holds=None, value=value, baseline=baseline, note=why
+    )
+
+
+def _clip(x: float) -> float:
+    return 0.0 if not math.isfinite(x) else max(0.0, min(1.0, x))
+
+
+def _before_and_now(ctx: Context, check: CheckSpec, text: str) -> tuple[FloatArray, float, float] | Evidence:
+    """The signal's view with its baseline and recent medians, or the unknown evidence saying why not."""
+    assert check.signal is not None
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    values = ctx.view(check.signal, check.view)
+    base = _median(_window(ctx, values, _baseline(ctx, check)))
+    now = _median(_window(ctx, values, ctx.windows.recent))
+    if math.isnan(base) or math.isnan(now):
+        return _unknown(check, text, "no data in the baseline or recent window", now, base)
+    return values, base, now

@@ -1,0 +1,210 @@
+"""Check kinds about discrete events and labels: event, change, label_is, wave.
+
+New XIDs, ECC errors, restarts, OOM kills and label changes (versions, routes, configs)
+are read per series and per replica, which is different enough from the baseline
+arithmetic to live apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from signals.timeparse import format_duration, parse_duration
+from triage.core.checks.context import (
+    Context,
+    _fmt,
+    _unknown,
+)
+from triage.core.model import Evidence
+from triage.core.playbook import CheckSpec
+from triage.core.windows import PER_PLACE_LABELS
+
+
+def check_event(ctx: Context, check: CheckSpec) -> Evidence:
+    """A new event in the incident window: a nonzero XID, ECC errors, a restart, an OOM kill."""
+    assert check.signal is not None
+    threshold = check.threshold if check.threshold is not None else 0.0
+    text = f"{check.signal} > {threshold:g} since the onset"
+    if check.within:
+        text = f"{check.signal} > {threshold:g} first within {check.within} of the onset"
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    view = ctx.frame.replicas(check.signal)
+    names: tuple[str, ...]
+    if view.values.shape[0]:
+        names, rows = view.replicas, view.values
+    else:
+        names, rows = ("fleet",), ctx.frame.fleet(check.signal)[None, :]
+    incident_window = ctx.windows.incident
+    pre_window = ctx.windows.pre
+    if check.within:
+        # A state gauge ("last termination was an OOM kill") stays up after the first event;
+        # `within` says how long before the onset a first appearance still counts as new.
+        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
+        start = max(ctx.frame.start, anchor - parse_duration(check.within))
+        incident_window = (start, ctx.windows.at)
+        pre_window = (
+            max(ctx.frame.start, start - (pre_window[1] - pre_window[0])),
+            start - ctx.frame.step / 2,
+        )
+    incident = ctx.frame.index(*incident_window)
+    pre = ctx.frame.index(*pre_window)
+    flagged: list[str] = []
+    peak = math.nan
+    before = math.nan
+    seen_any = False
+    for name, row in zip(names, rows, strict=True):
+        now = row[incident]
+        old = row[pre]
+        now_f = now[np.isfinite(now)]
+        old_f = old[np.isfinite(old)]
+        if now_f.size == 0:
+            continue
+        seen_any = True
+        high = now_f > threshold
+        old_high = old_f > threshold
+        last_old = float(old_f[-1]) if old_f.size else math.nan
+        if high.any():
+            first_new = float(now_f[high][0])
+            new = (
+                not old_high.any()
+                or (check.signal == "gpu_xid" and first_new != last_old)
+                or (math.isfinite(last_old) and last_old <= threshold)
+            )
+            if new:
+                flagged.append(name)
+                peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
+        if old_f.size:
+            before = float(np.nanmax([before, old_f.max()])) if math.isfinite(before) else float(old_f.max())
+    if not seen_any:
+        return _unknown(check, text, "no data since the onset")
+    holds = bool(flagged)
+    who = (
+        ""
+        if names == ("fleet",)
+        else f" on {', '.join(flagged[:4])}" + (f" +{len(flagged) - 4} more" if len(flagged) > 4 else "")
+    )
+    note = f"{_fmt(peak)}{who}" if holds else "none since the onset"
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        peak if holds else 0.0,
+        before,
+        note=note,
+        replicas=tuple(n for n in flagged if n != "fleet"),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )
+
+
+def _info_sets(
+    ctx: Context, check: CheckSpec, window: tuple[float, float]
+) -> dict[tuple[tuple[str, str], ...], float]:
+    """Label tuples of an info signal active in a window, with the time each first appears."""
+    assert check.signal is not None
+    span = ctx.frame.index(*window)
+    times = ctx.frame.times[span]
+    out: dict[tuple[tuple[str, str], ...], float] = {}
+    for s in ctx.frame.rows(check.signal):
+        values = s.values[span]
+        active = np.isfinite(values) & (values > 0)
+        if not active.any():
+            continue
+        labels = dict(s.labels)
+        keys = check.labels or tuple(sorted(k for k in labels if k not in PER_PLACE_LABELS))
+        key = tuple((k, labels.get(k, "")) for k in keys)
+        first = float(times[int(np.argmax(active))])
+        out[key] = min(out.get(key, math.inf), first)
+    return out
+
+
+def check_change(ctx: Context, check: CheckSpec) -> Evidence:
+    """An info series' labels changed around the onset: a new version, route or config."""
+    assert check.signal is not None
+    what = ",".join(check.labels) if check.labels else "labels"
+    text = f"{check.signal} {what} changed near the onset"
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    before = _info_sets(ctx, check, ctx.windows.pre)
+    now = _info_sets(ctx, check, ctx.windows.recent)
+    if not now:
+        return _unknown(check, text, "no info series in the recent window")
+    if not before:
+        return _unknown(check, text, "no info series before the incident to compare with")
+    new = sorted(set(now) - set(before))
+    if not new:
+        return Evidence(check.signal, text, False, note="unchanged", departure=True)
+    changes = []
+    old_values = {k: v for key in before for k, v in key}
+    for key in new:
+        for k, v in key:
+            if old_values.get(k) != v:
+                changes.append(f"{k} {old_values.get(k, '?')} -> {v}")
+    when = min(_info_sets(ctx, check, ctx.windows.incident).get(k, math.inf) for k in new)
+    note = "; ".join(sorted(set(changes))) or "new label set"
+    if math.isfinite(when) and ctx.windows.onset is not None:
+        note += f" ({format_duration(when - ctx.windows.onset)} from onset)"
+    return Evidence(check.signal, text, True, 1.0, 0.0, note=note, departure=True, margin=1.0)
+
+
+def check_label_is(ctx: Context, check: CheckSpec) -> Evidence:
+    assert check.signal is not None and check.label is not None and check.values is not None
+    text = f"{check.signal} {check.label} in ({', '.join(check.values)})"
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    span = ctx.frame.index(*ctx.windows.recent)
+    wanted = {v.lower() for v in check.values}
+    seen: list[str] = []
+    for s in ctx.frame.rows(check.signal):
+        values = s.values[span]
+        if (np.isfinite(values) & (values > 0)).any():
+            value = dict(s.labels).get(check.label)
+            if value is not None:
+                seen.append(value)
+    if not seen:
+        return _unknown(check, text, f"no {check.label} label in the recent window")
+    holds = any(v.lower() in wanted for v in seen)
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        note=f"{check.label}={','.join(sorted(set(seen)))}",
+        margin=1.0 if holds else 0.0,
+    )
+
+
+def check_wave(ctx: Context, check: CheckSpec) -> Evidence:
+    """Events on several replicas one after another: a rolling restart."""
+    assert check.signal is not None
+    minimum = check.min_count or 2
+    threshold = check.threshold if check.threshold is not None else 0.0
+    text = f"{check.signal} on >= {minimum} replicas, one after another"
+    if not ctx.frame.has(check.signal):
+        return _unknown(check, text, "signal missing")
+    view = ctx.frame.replicas(check.signal)
+    if view.values.shape[0] == 0:
+        return _unknown(check, text, "no per-replica series")
+    span = ctx.frame.index(*ctx.windows.incident)
+    times = ctx.frame.times[span]
+    firsts: dict[str, float] = {}
+    for name, row in zip(view.replicas, view.values[:, span], strict=True):
+        hit = np.isfinite(row) & (row > threshold)
+        if hit.any():
+            firsts[name] = float(times[int(np.argmax(hit))])
+    distinct = len(set(firsts.values()))
+    holds = len(firsts) >= minimum and distinct >= 2
+    note = f"{len(firsts)} of {len(view.replicas)} replicas, at {distinct} different times"
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        float(len(firsts)),
+        0.0,
+        note=note,
+        replicas=tuple(sorted(firsts, key=lambda n: (firsts[n], n))),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )

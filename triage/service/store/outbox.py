@@ -1,0 +1,111 @@
+"""Group closing, message queueing and delivery state: the outbox the sinks deliver from.
+
+Messages are rows with a stable idempotency key (UNIQUE per sink), queued in the same
+transaction as what caused them, so a sink outage or a crash delays a message and never
+loses or duplicates one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+
+from triage.service.store.connection import StoreBase
+from triage.service.store.records import OutboxRow, WorkResult
+
+
+def idempotency_key(*parts: object) -> str:
+    """A stable key from the message's identity (never from time or attempt)."""
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
+
+
+class Messages(StoreBase):
+    """Closing a group with its `resolved` message, queueing messages, and recording deliveries."""
+
+    def _maybe_close(
+        self, db: sqlite3.Connection, group_key: str, result: WorkResult | None, now: float
+    ) -> bool:
+        """Send the group's one `resolved` message once nothing fires and nothing awaits a diagnosis."""
+        group = db.execute("SELECT closed, episode FROM groups WHERE group_key = ?", (group_key,)).fetchone()
+        if group is None or group["closed"]:
+            return False
+        open_ = db.execute(
+            "SELECT count(*) FROM annotations WHERE group_key = ? AND episode = ? "
+            "AND (status = 'firing' OR state = 'pending')",
+            (group_key, group["episode"]),
+        ).fetchone()[0]
+        if open_:
+            return False
+        db.execute(
+            "UPDATE groups SET closed = 1, last_signature = NULL WHERE group_key = ?",
+            (group_key,),
+        )
+        self._enqueue(db, group_key, "resolved", "resolved", group["episode"], now, None)
+        return True
+
+    def _enqueue(
+        self,
+        db: sqlite3.Connection,
+        group_key: str,
+        kind: str,
+        identity: str,
+        episode: int,
+        now: float,
+        work_id: int | None,
+    ) -> None:
+        if not self.sinks:
+            return
+        message = self.builder(db, group_key, kind, episode, work_id) if self.builder else {}
+        body = json.dumps(message, ensure_ascii=False, allow_nan=False)
+        for sink in self.sinks:
+            key = idempotency_key(sink, group_key, episode, kind, identity)
+            db.execute(
+                "INSERT OR IGNORE INTO outbox (sink, key, group_key, kind, message, next_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (sink, key, group_key, kind, body, now, now),
+            )
+
+    def due_messages(self, sink: str, now: float, limit: int = 1) -> list[OutboxRow]:
+        """The oldest pending messages of a sink, in order, if the first is due."""
+        rows = (
+            self.reader()
+            .execute(
+                "SELECT id, sink, key, group_key, kind, message, attempts, next_at FROM outbox "
+                "WHERE sink = ? AND state = 'pending' ORDER BY id LIMIT ?",
+                (sink, limit),
+            )
+            .fetchall()
+        )
+        out = [
+            OutboxRow(
+                r["id"],
+                r["sink"],
+                r["key"],
+                r["group_key"],
+                r["kind"],
+                json.loads(r["message"]),
+                r["attempts"],
+                r["next_at"],
+            )
+            for r in rows
+        ]
+        return out
+
+    def delivered(self, row: OutboxRow, now: float | None = None) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE outbox SET state = 'delivered', attempts = attempts + 1, delivered_at = ?, "
+                "last_error = NULL WHERE id = ?",
+                (time.time() if now is None else now, row.id),
+            )
+
+    def failed(self, row: OutboxRow, error: str, next_at: float | None) -> None:
+        """Record a failed attempt; `next_at` None moves the message to the dead letters."""
+        with self.write() as db:
+            db.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, state = ?, next_at = ? "
+                "WHERE id = ?",
+                (error[:500], "dead" if next_at is None else "pending", next_at or row.next_at, row.id),
+            )

@@ -1,0 +1,71 @@
+"""The rows the store takes in and hands out: intake counts, work items and results, outbox rows.
+
+Shared by every part of the store and by the worker, the runtime and the sinks, so they
+live apart from the SQL that fills them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    """What one notification changed: counts for the response and the metrics."""
+
+    alerts: int
+    new: int
+    duplicates: int
+    resolved: int
+    heartbeats: int
+    new_work: int
+    annotated: int = 0
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed diagnosis job: one group at one moment, with the symptom to start from."""
+
+    id: int
+    group_key: str
+    at: float
+    symptom: str
+    symptom_source: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    """What a worker hands back: a diagnosis (as JSON and text), or why signals were unavailable."""
+
+    signature: str
+    symptom: str
+    cause: str | None
+    diagnosis: Mapping[str, Any] | None
+    summary: str
+    headline: str
+    unavailable: str | None
+    fetches: int
+    reason: str = ""
+    """For unavailable signals, the kind of failure (timeout, unreachable, auth, not_json, ...)."""
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """One message to deliver to one sink."""
+
+    id: int
+    sink: str
+    key: str
+    group_key: str
+    kind: str
+    message: dict[str, Any]
+    attempts: int
+    next_at: float
+
+
+MessageBuilder = Callable[[sqlite3.Connection, str, str, int, "int | None"], dict[str, Any]]
+"""(db, group_key, kind, episode, work_id) -> the message, built inside the transaction that queues it."""

@@ -1,0 +1,112 @@
+"""Diagnosis work: claiming due items and storing a worker's result, exactly once.
+
+A result, the annotations it fills and the messages it causes are written in one
+transaction, so a crash leaves either none or all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from triage.service.store.outbox import Messages
+from triage.service.store.records import WorkItem, WorkResult
+
+
+class Work(Messages):
+    """The work queue: claim, release, the next due moment, and completion."""
+
+    def claim(self, now: float | None = None) -> WorkItem | None:
+        """Take the oldest due work item, marking it running; None when nothing is due."""
+        now = time.time() if now is None else now
+        with self.write() as db:
+            row = db.execute(
+                "UPDATE work SET state = 'running', attempts = attempts + 1 WHERE id = ("
+                "SELECT id FROM work WHERE state = 'pending' AND next_at <= ? ORDER BY next_at, id LIMIT 1) "
+                "RETURNING id, group_key, at, symptom, symptom_source, attempts",
+                (now,),
+            ).fetchone()
+        if row is None:
+            return None
+        return WorkItem(
+            row["id"], row["group_key"], row["at"], row["symptom"], row["symptom_source"], row["attempts"]
+        )
+
+    def release(self, item: WorkItem) -> None:
+        """Put a claimed item back untouched (a worker stopping before it could finish)."""
+        with self.write() as db:
+            db.execute("UPDATE work SET state = 'pending', attempts = attempts - 1 WHERE id = ?", (item.id,))
+
+    def next_due(self) -> float | None:
+        row = self.reader().execute("SELECT min(next_at) FROM work WHERE state = 'pending'").fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def complete(
+        self, item: WorkItem, result: WorkResult, retry_at: float | None, now: float | None = None
+    ) -> int:
+        """Store a result for every annotation of the item and queue the group's message; one transaction.
+
+        With `retry_at` (signals were unavailable) the annotations are stored marked so and
+        the item runs again then. Returns how many annotations got their first real diagnosis.
+        """
+        now = time.time() if now is None else now
+        diagnosis = (
+            json.dumps(result.diagnosis, ensure_ascii=False, allow_nan=False) if result.diagnosis else None
+        )
+        signals = f"unavailable: {result.unavailable}" if result.unavailable else "ok"
+        state = "unavailable" if result.unavailable else "annotated"
+        with self.write() as db:
+            db.execute(
+                "UPDATE work SET state = ?, next_at = ?, done_at = ?, signature = ?, unavailable = ?, "
+                "fetches = fetches + ?, summary = ?, diagnosis = ? WHERE id = ?",
+                (
+                    "pending" if retry_at is not None else "done",
+                    retry_at if retry_at is not None else now,
+                    now,
+                    result.signature,
+                    result.unavailable,
+                    result.fetches,
+                    result.summary,
+                    diagnosis,
+                    item.id,
+                ),
+            )
+            first = (
+                db.execute(
+                    "SELECT count(*) FROM annotations WHERE work_id = ? AND state != 'annotated'", (item.id,)
+                ).fetchone()[0]
+                if state == "annotated"
+                else 0
+            )
+            db.execute(
+                "UPDATE annotations SET state = ?, symptom = ?, cause = ?, signals = ?, annotated_at = ? "
+                "WHERE work_id = ? AND state != 'annotated'",
+                (state, result.symptom, result.cause, signals, now, item.id),
+            )
+            group = db.execute(
+                "SELECT closed, episode, last_signature FROM groups WHERE group_key = ?", (item.group_key,)
+            ).fetchone()
+            if (
+                group is not None
+                and not group["closed"]
+                and not self._maybe_close(db, item.group_key, result, now)
+            ):
+                firing = db.execute(
+                    "SELECT count(*) FROM annotations WHERE work_id = ? AND status = 'firing'", (item.id,)
+                ).fetchone()[0]
+                if firing and result.signature != group["last_signature"]:
+                    kind = "diagnosis" if group["last_signature"] is None else "changed"
+                    db.execute(
+                        "UPDATE groups SET last_signature = ? WHERE group_key = ?",
+                        (result.signature, item.group_key),
+                    )
+                    self._enqueue(
+                        db,
+                        item.group_key,
+                        kind,
+                        f"{result.signature}|{item.id}",
+                        group["episode"],
+                        now,
+                        item.id,
+                    )
+        return int(first)
