@@ -8,6 +8,7 @@ latency takes the worst replica) and how the several series of one replica combi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -101,10 +102,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
 REPLICA_LABEL: Final = "instance"
 
 
-def suggest(name: str, choices: list[str] | None = None) -> str:
-    """A ' (did you mean X?)' hint for a misspelt name, or ''."""
+def suggest(name: str, choices: Iterable[str] | None = None) -> str:
+    """A ' (did you mean X?)' hint for a misspelt name among `choices` (the signals by default), or ''.
+
+    The one hint every loader and flag uses, so a misspelt signal, cause, preset or
+    symptom is answered the same way wherever it was typed.
+    """
     import difflib
 
-    pool = choices if choices is not None else sorted(SIGNALS)
+    pool = sorted(choices) if choices is not None else sorted(SIGNALS)
     close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from signals.vocabulary import suggest
 from triage.capacity.memory import (
     MemoryBudget,
     concurrency_ceiling,
@@ -51,7 +52,6 @@ from triage.capacity.specs import (
     gib,
     kv_bits,
     parallel_problems,
-    suggest,
 )
 
 # --- replicas ------------------------------------------------------------------------------------

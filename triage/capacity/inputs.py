@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, ParamSpec, TypeVar
 
 from signals.errors import InputError, InputErrors
+from signals.vocabulary import suggest
 from signals.yamldoc import Document, key_name, read_yaml
 from triage.capacity.calculator import CapacityInputs
 from triage.capacity.presets import GPU_PRESETS, MODEL_PRESETS
@@ -26,7 +27,6 @@ from triage.capacity.specs import (
     CapacityError,
     GpuSpec,
     ModelSpec,
-    suggest,
 )
 
 Path = tuple[str | int, ...]

@@ -6,10 +6,11 @@ they live apart from any one step of the method; nothing here computes a plan.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from signals.vocabulary import suggest
 
 GIB: Final = 1024**3
 MIB: Final = 1024**2
@@ -117,11 +118,6 @@ class CapacityError(ValueError):
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(f"{key}: {message}" for key, message in problems))
-
-
-def suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def kv_bits(kv_dtype: str, weight_dtype: str = "bf16") -> int:

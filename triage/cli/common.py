@@ -20,9 +20,10 @@ from signals.errors import InputError, InputErrors
 from signals.fixture import Fixture, is_offset, load_fixture
 from signals.rawreplay import replay_raw
 from signals.timeparse import parse_duration, parse_instant
+from signals.vocabulary import suggest
 from triage.core.graph import TriageGraph, build_graph
 from triage.core.model import AUTO
-from triage.core.playbook import Knowledge, _did_you_mean
+from triage.core.playbook import Knowledge
 from triage.sources import load_playbooks
 
 EXIT_OK = 0
@@ -79,7 +80,7 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
     if fixture.symptom is not None and fixture.symptom not in symptoms:
         out.append(
             doc.error(
-                ("symptom",), f"unknown symptom '{fixture.symptom}'{_did_you_mean(fixture.symptom, symptoms)}"
+                ("symptom",), f"unknown symptom '{fixture.symptom}'{suggest(fixture.symptom, symptoms)}"
             )
         )
     if fixture.expect is not None:
@@ -87,14 +88,14 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
         if e.cause is not None and e.cause not in kb.causes:
             out.append(
                 doc.error(
-                    ("expect", "cause"), f"unknown cause '{e.cause}'{_did_you_mean(e.cause, kb.causes)}"
+                    ("expect", "cause"), f"unknown cause '{e.cause}'{suggest(e.cause, kb.causes)}"
                 )
             )
         for i, cause in enumerate(e.also):
             if cause not in kb.causes:
                 out.append(
                     doc.error(
-                        ("expect", "also", i), f"unknown cause '{cause}'{_did_you_mean(cause, kb.causes)}"
+                        ("expect", "also", i), f"unknown cause '{cause}'{suggest(cause, kb.causes)}"
                     )
                 )
         for key, ids in (("forbidden", e.forbidden), ("not_forbidden", e.not_forbidden)):
@@ -103,7 +104,7 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
                     out.append(
                         doc.error(
                             ("expect", key, i),
-                            f"unknown forbidden action '{action}'{_did_you_mean(action, kb.forbidden)}",
+                            f"unknown forbidden action '{action}'{suggest(action, kb.forbidden)}",
                         )
                     )
     return out
@@ -126,7 +127,7 @@ def symptom_arg(value: str | None, kb: Knowledge) -> str | None:
     if value != AUTO and value not in kb.symptoms:
         choices = [*sorted(kb.symptoms), AUTO]
         raise UsageError(
-            f"--symptom: unknown symptom '{value}'{_did_you_mean(value, choices)}; "
+            f"--symptom: unknown symptom '{value}'{suggest(value, choices)}; "
             f"choose one of {', '.join(choices)}"
         )
     return value

@@ -15,17 +15,15 @@ public face.
 This package does no IO: it takes parsed documents. `triage.sources` reads the files.
 """
 
-from triage.core.playbook.load import _did_you_mean, iter_checks, load_knowledge
+from triage.core.playbook.load import iter_checks, load_knowledge
 from triage.core.playbook.schema import CHECK_PARAMS, AnyOf, CheckSpec, Knowledge, Settings
 
-# `_did_you_mean` is the command line's too, for its own hints.
 __all__ = [
     "CHECK_PARAMS",
     "AnyOf",
     "CheckSpec",
     "Knowledge",
     "Settings",
-    "_did_you_mean",
     "iter_checks",
     "load_knowledge",
 ]

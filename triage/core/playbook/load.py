@@ -9,14 +9,13 @@ collect them all.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from signals.errors import InputError, InputErrors
-from signals.vocabulary import SIGNALS
+from signals.vocabulary import SIGNALS, suggest
 from signals.yamldoc import Document
 from triage.core.model import SYMPTOMS
 from triage.core.playbook.schema import (
@@ -36,11 +35,6 @@ from triage.core.playbook.schema import (
 )
 
 
-def _did_you_mean(name: str, pool: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(pool), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _pydantic_problems(doc: Document, exc: ValidationError) -> list[InputError]:
     problems = []
     for err in exc.errors():
@@ -48,7 +42,7 @@ def _pydantic_problems(doc: Document, exc: ValidationError) -> list[InputError]:
         path = tuple("for" if p == "for_" else p for p in loc)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key" + _did_you_mean(str(path[-1]), _allowed_keys())
+            message = "unknown key" + suggest(str(path[-1]), _allowed_keys())
         elif err["type"] == "literal_error" and "expected" in err.get("ctx", {}):
             message = f"{message}"
         problems.append(doc.error(path, message))
@@ -201,7 +195,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                 for key in ("signal", "of"):
                     name = getattr(check, key)
                     if name is not None and name not in SIGNALS:
-                        ref(qualified, (*sub, key), f"unknown signal '{name}'{_did_you_mean(name, SIGNALS)}")
+                        ref(qualified, (*sub, key), f"unknown signal '{name}'{suggest(name, SIGNALS)}")
                 if (
                     check.kind in ("change", "label_is")
                     and check.signal is not None
@@ -225,7 +219,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                 problem(
                     where_settings,
                     ("settings", "alert_symptoms", i, "symptom"),
-                    f"unknown symptom '{rule.symptom}'{_did_you_mean(rule.symptom, symptoms)}",
+                    f"unknown symptom '{rule.symptom}'{suggest(rule.symptom, symptoms)}",
                 )
 
     for sid, s in symptoms.items():
@@ -233,11 +227,11 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
         check_signals(q, ("detect",), s.detect)
         for i, name in enumerate(s.onset):
             if name not in SIGNALS:
-                ref(q, ("onset", i), f"unknown signal '{name}'{_did_you_mean(name, SIGNALS)}")
+                ref(q, ("onset", i), f"unknown signal '{name}'{suggest(name, SIGNALS)}")
         for layer, members in s.layers.items():
             for i, cid in enumerate(members):
                 if cid not in causes:
-                    ref(q, ("layers", layer, i), f"unknown cause '{cid}'{_did_you_mean(cid, causes)}")
+                    ref(q, ("layers", layer, i), f"unknown cause '{cid}'{suggest(cid, causes)}")
                 elif causes[cid].layer != layer:
                     ref(
                         q,
@@ -246,7 +240,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                     )
         for i, aid in enumerate(s.first_look):
             if aid not in actions:
-                ref(q, ("first_look", i), f"unknown action '{aid}'{_did_you_mean(aid, actions)}")
+                ref(q, ("first_look", i), f"unknown action '{aid}'{suggest(aid, actions)}")
 
     reachable = {cid for s in symptoms.values() for members in s.layers.values() for cid in members}
     for cid, c in causes.items():
@@ -257,14 +251,14 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             check_signals(q, (section,), getattr(c, section))
         for i, other in enumerate(c.explains):
             if other not in causes:
-                ref(q, ("explains", i), f"unknown cause '{other}'{_did_you_mean(other, causes)}")
+                ref(q, ("explains", i), f"unknown cause '{other}'{suggest(other, causes)}")
             elif other == cid:
                 ref(q, ("explains", i), "a cause cannot explain itself")
         for i, aid in enumerate(c.first_actions):
             if aid in forbidden:
                 ref(q, ("first_actions", i), f"'{aid}' is a forbidden action; it cannot be advised")
             elif aid not in actions:
-                ref(q, ("first_actions", i), f"unknown action '{aid}'{_did_you_mean(aid, actions)}")
+                ref(q, ("first_actions", i), f"unknown action '{aid}'{suggest(aid, actions)}")
 
     for aid in actions:
         if aid in forbidden:
@@ -274,12 +268,12 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
         q = f"forbidden.{fid}"
         for i, sid in enumerate(f.when.symptoms):
             if sid not in symptoms:
-                ref(q, ("when", "symptoms", i), f"unknown symptom '{sid}'{_did_you_mean(sid, symptoms)}")
+                ref(q, ("when", "symptoms", i), f"unknown symptom '{sid}'{suggest(sid, symptoms)}")
         for key, ids in (("causes", f.when.causes), ("unless_top_cause", f.unless_top_cause)):
             path = ("when", key) if key == "causes" else (key,)
             for i, cid in enumerate(ids):
                 if cid not in causes:
-                    ref(q, (*path, i), f"unknown cause '{cid}'{_did_you_mean(cid, causes)}")
+                    ref(q, (*path, i), f"unknown cause '{cid}'{suggest(cid, causes)}")
         check_signals(q, ("when", "checks"), f.when.checks)
         if not (f.when.always or f.when.symptoms or f.when.causes or f.when.checks):
             ref(q, ("when",), "a forbidden action needs a condition (always, symptoms, causes or checks)")
