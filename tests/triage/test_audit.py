@@ -32,28 +32,16 @@ from tools.rawsynth import (
     VLLM_TTFT_BUCKETS,
     build_1_2_5_buckets,
 )
-from triage.audit.engine import (
-    CHECKS,
-    ITEMS,
-    SECTIONS,
-    AuditReport,
-    AuditSettings,
-    Fetched,
-    Rule,
-    RulesView,
-    Sample,
-    analyse_alert,
-    audit,
-    bucket_quantile,
-    expand,
-    instant_queries,
-    latency_kind,
-    max_bound,
-    metric_names_in,
-    render_audit,
-    share_above,
-)
+from triage.audit.checklist import ITEMS, SECTIONS
+from triage.audit.checks import CHECKS
+from triage.audit.engine import audit
 from triage.audit.fetch import run_audit
+from triage.audit.histograms import bucket_quantile, max_bound, share_above
+from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
+from triage.audit.promql import expand, metric_names_in
+from triage.audit.queries import instant_queries
+from triage.audit.render import render_audit
+from triage.audit.rules import Rule, RulesView, analyse_alert, latency_kind
 from triage.rules import load_slo, render_rules
 
 START = 1_791_000_000.0

@@ -1,0 +1,89 @@
+"""What every check is and the conclusions several sections share.
+
+A check turns the shared `Facts` into a `Finding` for one checklist item; each section's
+module registers its checks against their item ids with `registrar`, so the engine
+and the checklist can be held against each other by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from triage.audit.checks.facts import Facts
+from triage.audit.checks.formatting import listed
+from triage.audit.model import Finding, Status, verdict
+from triage.audit.queries import NODE_LABELS, TARGET_NODE_LABELS
+
+Check = Callable[[Facts], Finding]
+
+
+def registrar(table: dict[str, Check]) -> Callable[[str], Callable[[Check], Check]]:
+    """A decorator `@check("section.item")` that files the check in `table` under its item id."""
+
+    def register(item_id: str) -> Callable[[Check], Check]:
+        def add(function: Check) -> Check:
+            if item_id in table:
+                raise ValueError(f"two checks for {item_id}")
+            table[item_id] = function
+            return function
+
+        return add
+
+    return register
+
+
+def combine(parts: Sequence[Finding]) -> Finding:
+    """Worst first: any fail fails, else any unknown is unknown, else pass (or n/a when all are)."""
+    statuses = {p.status for p in parts}
+    lines = tuple(line for p in parts for line in p.evidence)
+    worst: Status
+    for worst in ("fail", "unknown", "pass"):
+        if worst in statuses:
+            return Finding(worst, lines)
+    return Finding("not_applicable", lines)
+
+
+def alerted(x: Facts, what: str, signals: Sequence[str]) -> Finding:
+    """Pass when a live alert reads the signals; fail when none does (dead ones named)."""
+    if x.rules is None:
+        return verdict("unknown", f"{what}: {x.why_no_rules()}")
+    live, dead = x.coverage(signals)
+    if live:
+        return verdict("pass", f"{what} alerted by {listed(live, 3)}")
+    if dead:
+        return verdict(
+            "fail",
+            f"{what}: the only alerts on it ({listed(dead, 3)}) read metrics this server does not have",
+        )
+    records = ", ".join(f"triage:{s}" for s in signals)
+    return verdict("fail", f"no alerting rule reads {what} (its metrics or {records})")
+
+
+def targets_of(x: Facts, keywords: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(name, health, last error) of active targets whose job or pool names one of `keywords`."""
+    if x.f.targets is None:
+        return []
+    out: list[tuple[str, str, str]] = []
+    for target in x.f.targets.get("activeTargets") or []:
+        if not isinstance(target, dict):
+            continue
+        labels = target.get("labels") or {}
+        pool = str(target.get("scrapePool") or "")
+        job = str(labels.get("job") or "")
+        if any(k in pool.lower() or k in job.lower() for k in keywords):
+            name = target_node(target) or str(labels.get("instance") or target.get("scrapeUrl") or pool)
+            out.append((name, str(target.get("health") or "unknown"), str(target.get("lastError") or "")))
+    return out
+
+
+def target_node(target: Mapping[str, Any]) -> str | None:
+    labels = target.get("labels") or {}
+    for key in NODE_LABELS:
+        if labels.get(key):
+            return str(labels[key])
+    discovered = target.get("discoveredLabels") or {}
+    for key in TARGET_NODE_LABELS:
+        if discovered.get(key):
+            return str(discovered[key])
+    return None

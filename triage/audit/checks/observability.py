@@ -1,0 +1,72 @@
+"""Observability and cost (观测与成本): phase timing, per-tenant cost, the four rates."""
+
+from __future__ import annotations
+
+from signals.catalog import resolve
+from triage.audit.checklist import ITEMS_BY_ID
+from triage.audit.checks.base import Check, alerted, combine, registrar
+from triage.audit.checks.facts import Facts
+from triage.audit.model import Finding, verdict
+
+CHECKS: dict[str, Check] = {}
+check = registrar(CHECKS)
+
+
+@check("observability.phase_timing")
+def _check_phase_timing(x: Facts) -> Finding:
+    if x.names is None:
+        return verdict("unknown", x.why_no_names())
+    phases = {
+        "queue": ("vllm:request_queue_time_seconds_bucket", "sglang:queue_time_seconds_bucket"),
+        "prefill": (
+            "vllm:request_prefill_time_seconds_bucket",
+            "sglang:per_stage_req_latency_seconds_bucket",
+        ),
+        "decode": ("vllm:request_decode_time_seconds_bucket", "sglang:per_stage_req_latency_seconds_bucket"),
+    }
+    if x.engine() is None:
+        return verdict("unknown", "no vLLM or SGLang metrics: the engine's phase histograms settle it")
+    missing = [phase for phase, names in phases.items() if not x.has_metric(*names)]
+    parts = [
+        verdict("fail", f"not timed apart: {', '.join(missing)}")
+        if missing
+        else verdict("pass", "queue, prefill and decode times are recorded as histograms")
+    ]
+    parts.append(alerted(x, "the queue", ("queue_waiting", "queue_time_p99_seconds")))
+    return combine(parts)
+
+
+@check("observability.tenant_cost")
+def _check_tenant_cost(x: Facts) -> Finding:
+    if x.names is None:
+        return verdict("unknown", x.why_no_names())
+    tokens = x.has_metric("litellm_input_tokens_metric_total") and x.has_metric(
+        "litellm_output_tokens_metric_total"
+    )
+    spend = x.has_metric("litellm_spend_metric_total")
+    if tokens and spend:
+        return verdict("pass", "the gateway meters input/output tokens and spend per team (LiteLLM)")
+    item = ITEMS_BY_ID["observability.tenant_cost"]
+    return verdict("unknown", "no per-tenant token or spend series here", f"settles it: {item.settle}")
+
+
+@check("observability.rate_dashboards")
+def _check_rate_dashboards(x: Facts) -> Finding:
+    item = ITEMS_BY_ID["observability.rate_dashboards"]
+    if x.names is None:
+        return verdict("unknown", x.why_no_names(), f"settles it: {item.settle}")
+    resolved = resolve(x.catalog, set(x.names))
+    rates = {
+        "success/error": "error_ratio",
+        "timeout": "timeout_ratio",
+        "rate-limit": "rejected_ratio",
+        "fallback": "fallback_ratio",
+    }
+    have = [what for what, signal in rates.items() if not resolved[signal].blind]
+    lack = [what for what, signal in rates.items() if resolved[signal].blind]
+    return verdict(
+        "unknown",
+        f"computable from metrics: {', '.join(have) or 'none'}"
+        + (f"; not computable: {', '.join(lack)}" if lack else ""),
+        "dashboards are not visible from Prometheus",
+    )
