@@ -17,14 +17,15 @@ warm-up half of "warm-up or minimum replicas"), the evidence says which part was
 
 This module is pure: it takes what was fetched (`Fetched`: metric names, the rules and
 targets API replies, a `SignalFrame` and instant query results) and returns an
-`AuditReport`; `triage.audit.fetch` does the IO. Same inputs, same report. The checks
-themselves live in `triage.audit.checks`, one module per section of the checklist.
+`AuditReport`; `triage.audit.fetch` does the IO. Same inputs, same report. The items
+come from `checklist.yaml` (`triage.audit.checklist`), their checks from
+`triage.audit.checks`, one module per section of the checklist.
 """
 
 from __future__ import annotations
 
 from signals.catalog import Catalog, QueryOptions
-from triage.audit.checklist import ITEMS
+from triage.audit.checklist import bundled_checklist
 from triage.audit.checks import CHECKS
 from triage.audit.checks.facts import Facts
 from triage.audit.model import AuditItem, AuditReport, AuditSettings, Fetched, verdict
@@ -36,14 +37,10 @@ def audit(
     """Every checklist item's status from what was fetched (pure, deterministic)."""
     facts = Facts(fetched, catalog, options, settings or AuditSettings())
     items: list[AuditItem] = []
-    for item in ITEMS:
-        check = CHECKS.get(item.id)
-        if check is None:
-            finding = verdict("unknown", f"not visible in metrics; settles it: {item.settle}")
-        else:
-            finding = check(facts)
-            if not finding.evidence:
-                finding = verdict(finding.status, f"settles it: {item.settle}")
+    for item in bundled_checklist().items:
+        finding = CHECKS[item.id](facts, item)
+        if not finding.evidence:
+            finding = verdict(finding.status, f"settles it: {item.settle}")
         items.append(
             AuditItem(
                 item.id, item.section, item.title, finding.status, "; ".join(finding.evidence), item.fix

@@ -48,6 +48,14 @@ class ChecklistItem:
 
 
 @dataclass(frozen=True)
+class Checklist:
+    """The sections and items of `checklist.yaml`, in the checklist's order, validated."""
+
+    sections: tuple[Section, ...]
+    items: tuple[ChecklistItem, ...]
+
+
+@dataclass(frozen=True)
 class AuditSettings:
     """Thresholds of the checks, and the window they look at.
 
@@ -173,6 +181,7 @@ __all__ = [
     "AuditItem",
     "AuditReport",
     "AuditSettings",
+    "Checklist",
     "ChecklistItem",
     "Fetched",
     "Finding",

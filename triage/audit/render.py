@@ -11,7 +11,7 @@ import json
 from typing import Final
 
 from signals.timeparse import format_duration, format_instant
-from triage.audit.checklist import SECTIONS
+from triage.audit.checklist import bundled_checklist
 from triage.audit.model import STATUS_ORDER, AuditItem, AuditReport, Section
 from triage.core.render import markdown_template
 
@@ -25,7 +25,7 @@ def _counts_text(report: AuditReport) -> str:
 
 
 def _sections(report: AuditReport) -> list[tuple[Section, list[AuditItem]]]:
-    return [(s, [i for i in report.items if i.section == s.id]) for s in SECTIONS]
+    return [(s, [i for i in report.items if i.section == s.id]) for s in bundled_checklist().sections]
 
 
 def _text(report: AuditReport) -> str:

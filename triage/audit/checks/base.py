@@ -1,8 +1,8 @@
 """What every check is and the conclusions several sections share.
 
 A check turns the shared `Facts` into a `Finding` for one checklist item; each section's
-module registers its checks against their item ids with `registrar`, so the engine
-and the checklist can be held against each other by id.
+module files its checks against their item ids in a `Registry`, so the engine and the
+checklist can be held against each other by id.
 """
 
 from __future__ import annotations
@@ -12,25 +12,46 @@ from typing import Any
 
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import listed
-from triage.audit.model import Finding, Status, verdict
+from triage.audit.model import ChecklistItem, Finding, Status, verdict
 from triage.audit.queries import NODE_LABELS, TARGET_NODE_LABELS
 
-Check = Callable[[Facts], Finding]
+Check = Callable[[Facts, ChecklistItem], Finding]
+"""A check reads the shared facts and answers for its item (whose `settle` it may quote)."""
 
 
-def registrar(table: dict[str, Check]) -> Callable[[str], Callable[[Check], Check]]:
-    """A decorator `@check("section.item")` that files the check in `table` under its item id."""
+class Registry:
+    """One section's checks, by item id: `@CHECKS.check("capacity.x")` files the function below it.
 
-    def register(item_id: str) -> Callable[[Check], Check]:
+    Items no metric can show are filed too (`not_visible`), so that every item of the
+    checklist has exactly one registered answer and the checklist loader can hold the
+    two against each other.
+    """
+
+    def __init__(self, section: str) -> None:
+        self.section = section
+        self.table: dict[str, Check] = {}
+
+    def check(self, item_id: str) -> Callable[[Check], Check]:
+        if not item_id.startswith(f"{self.section}."):
+            raise ValueError(f"{item_id} is not an item of section {self.section}")
+
         def add(function: Check) -> Check:
-            if item_id in table:
+            if item_id in self.table:
                 raise ValueError(f"two checks for {item_id}")
-            table[item_id] = function
+            self.table[item_id] = function
             return function
 
         return add
 
-    return register
+    def not_visible(self, *item_ids: str) -> None:
+        """File `not_visible` for items whose evidence lives outside Prometheus (pod specs, reports)."""
+        for item_id in item_ids:
+            self.check(item_id)(not_visible)
+
+
+def not_visible(x: Facts, item: ChecklistItem) -> Finding:
+    """Unknown, naming what would settle the item: "unknown is not healthy"."""
+    return verdict("unknown", f"not visible in metrics; settles it: {item.settle}")
 
 
 def combine(parts: Sequence[Finding]) -> Finding:

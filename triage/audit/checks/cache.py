@@ -1,4 +1,9 @@
-"""Cache and parallelism (缓存与并行): whether the prefix cache is watched."""
+"""Cache and parallelism (缓存与并行): whether the prefix cache is watched.
+
+Only the prefix cache's monitoring shows in metrics; prompt layout, prefix-aware routing,
+tenant isolation and the parallelism layout are configuration and load-test reports.
+The hit-ratio helpers live here because the prefix-cache red line reuses them.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,20 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from triage.audit.checks.base import Check, alerted, combine, registrar
+from triage.audit.checks.base import Registry, alerted, combine
 from triage.audit.checks.facts import Facts, finite_values
 from triage.audit.checks.formatting import as_bool
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("cache")
+CHECKS.not_visible(
+    "cache.stable_prefix_first",
+    "cache.prefix_affinity",
+    "cache.tenant_isolation",
+    "cache.parallelism_order",
+    "cache.tp_fast_interconnect",
+    "cache.topology_compared",
+)
 
 
 def prefix_caching_states(x: Facts) -> tuple[dict[str, bool], str | None]:
@@ -43,8 +55,8 @@ def hit_ratios(x: Facts, replicas: Iterable[str]) -> dict[str, float]:
     return out
 
 
-@check("cache.prefix_monitoring")
-def _check_prefix_monitoring(x: Facts) -> Finding:
+@CHECKS.check("cache.prefix_monitoring")
+def _check_prefix_monitoring(x: Facts, item: ChecklistItem) -> Finding:
     if x.names is None:
         return verdict("unknown", x.why_no_names())
     states, _ = prefix_caching_states(x)

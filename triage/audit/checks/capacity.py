@@ -1,4 +1,10 @@
-"""Capacity and memory (容量与显存): memory headroom, its monitoring, KV capacity against requests."""
+"""Capacity and memory (容量与显存): memory headroom, its monitoring, KV capacity against requests.
+
+What metrics show here is the engine's own configuration (vLLM's cache_config_info) and
+what it carries: KV capacity, request lengths, preemptions. The written memory budget
+and the per-token KV arithmetic are documents, so those items name what settles them.
+Request lengths and the KV fit live here because the scheduling checks reuse them.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from signals.timeparse import format_duration
-from triage.audit.checklist import ITEMS_BY_ID
-from triage.audit.checks.base import Check, alerted, combine, registrar, targets_of
+from triage.audit.checks.base import Registry, alerted, combine, targets_of
 from triage.audit.checks.facts import Facts, finite_values
 from triage.audit.checks.formatting import as_float, num, ratio_text
 from triage.audit.histograms import bucket_quantile, buckets_of, share_above
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("capacity")
+CHECKS.not_visible(
+    "capacity.memory_budget",
+    "capacity.kv_per_token",
+)
 
 
 def gpu_memory_utilization(x: Facts) -> Finding:
@@ -43,8 +51,8 @@ def gpu_memory_utilization(x: Facts) -> Finding:
     )
 
 
-@check("capacity.gpu_memory_headroom")
-def _check_gpu_memory_headroom(x: Facts) -> Finding:
+@CHECKS.check("capacity.gpu_memory_headroom")
+def _check_gpu_memory_headroom(x: Facts, item: ChecklistItem) -> Finding:
     found = gpu_memory_utilization(x)
     if x.frame_has("gpu_memory_used_ratio") and x.frame is not None:
         peak = finite_values(x.frame.across_replicas("gpu_memory_used_ratio", "max"))
@@ -56,8 +64,8 @@ def _check_gpu_memory_headroom(x: Facts) -> Finding:
     return found
 
 
-@check("capacity.memory_monitoring")
-def _check_memory_monitoring(x: Facts) -> Finding:
+@CHECKS.check("capacity.memory_monitoring")
+def _check_memory_monitoring(x: Facts, item: ChecklistItem) -> Finding:
     """Metrics for each of the four (KV use stands in for the memory peak: vLLM pre-allocates), and alerts.
 
     OOM kills are only visible through kube-state-metrics, so its presence is checked here.
@@ -124,10 +132,9 @@ def kv_text(kv: Mapping[str, float]) -> str:
     return f"KV capacity {size} tokens per replica"
 
 
-@check("capacity.concurrency_estimate")
-def _concurrency(x: Facts) -> Finding:
+@CHECKS.check("capacity.concurrency_estimate")
+def _concurrency(x: Facts, item: ChecklistItem) -> Finding:
     fit = kv_fit(x)
-    item = ITEMS_BY_ID["capacity.concurrency_estimate"]
     if isinstance(fit, Finding):
         return verdict("unknown", *fit.evidence, f"settles it: {item.settle}")
     kv, prompt, output, where = fit
@@ -167,16 +174,14 @@ def long_prompts(x: Facts) -> tuple[bool | None, str]:
     return None, "prompt lengths unknown (no prompt-token histogram)"
 
 
-@check("capacity.long_context_pool")
-def _check_long_context_pool(x: Facts) -> Finding:
+@CHECKS.check("capacity.long_context_pool")
+def _check_long_context_pool(x: Facts, item: ChecklistItem) -> Finding:
     common, evidence = long_prompts(x)
-    item = ITEMS_BY_ID["capacity.long_context_pool"]
     return verdict("unknown", evidence if common is not None else "", f"settles it: {item.settle}")
 
 
-@check("capacity.gqa_quant_kv")
-def _check_gqa(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["capacity.gqa_quant_kv"]
+@CHECKS.check("capacity.gqa_quant_kv")
+def _check_gqa(x: Facts, item: ChecklistItem) -> Finding:
     dtypes = sorted(set(x.config_values("cache_dtype", "kv_cache_dtype").values()))
     seen = f"KV cache dtype: {', '.join(dtypes)}" if dtypes else ""
     return verdict("unknown", seen, f"settles it: {item.settle}")

@@ -1,4 +1,9 @@
-"""Deployment (部署): replicas against the peak with redundancy, and the gateway."""
+"""Deployment (部署): replicas against the peak with redundancy, and the gateway.
+
+The replica count is judged as the capacity chapter sizes it: ceil(peak / one replica's
+rate at SLO) plus redundancy. Probes, Service balancing, quotas and rollouts live in pod
+specs and the gateway's configuration, not in metrics.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,20 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.frame import SignalFrame
-from triage.audit.checklist import ITEMS_BY_ID
-from triage.audit.checks.base import Check, registrar
+from triage.audit.checks.base import Registry
 from triage.audit.checks.facts import Facts, FloatArray, finite_values
 from triage.audit.checks.formatting import num, ratio_text
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("deployment")
+CHECKS.not_visible(
+    "deployment.startup_probe",
+    "deployment.readiness_probe",
+    "deployment.liveness_probe",
+    "deployment.service_balancing",
+    "deployment.quota_at_gateway",
+    "deployment.rolling_update",
+)
 
 
 def _within_slo(x: Facts, frame: SignalFrame) -> tuple[dict[str, npt.NDArray[np.bool_]], bool]:
@@ -50,8 +61,8 @@ def _within_slo(x: Facts, frame: SignalFrame) -> tuple[dict[str, npt.NDArray[np.
     return out, breached
 
 
-@check("deployment.scaling_min_replicas")
-def _redundancy(x: Facts) -> Finding:
+@CHECKS.check("deployment.scaling_min_replicas")
+def _redundancy(x: Facts, item: ChecklistItem) -> Finding:
     """Ready replicas against ceil(peak / one replica's rate at SLO) + redundancy (the chapter's N+1).
 
     One replica's rate at SLO is the most a replica served with both P99s within SLO. When
@@ -128,9 +139,8 @@ def _redundancy(x: Facts) -> Finding:
     return verdict("fail", evidence, rest)
 
 
-@check("deployment.gateway_functions")
-def _check_gateway(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["deployment.gateway_functions"]
+@CHECKS.check("deployment.gateway_functions")
+def _check_gateway(x: Facts, item: ChecklistItem) -> Finding:
     gateway = x.has_prefix("litellm_") or x.has_metric("vllm:num_incoming_requests_total")
     return verdict(
         "unknown",

@@ -1,16 +1,26 @@
-"""Nodes and cluster (节点与集群): DCGM on every GPU node and its alerts, drivers, sharing, workloads."""
+"""Nodes and cluster (节点与集群): DCGM on every GPU node and its alerts, drivers, sharing, workloads.
+
+A GPU node without a DCGM exporter is a node whose XID and ECC errors nobody sees, so
+GPU nodes are found from kube-state-metrics (node capacity, pod GPU requests) and held
+against the nodes DCGM reports; labels, NCCL settings, volumes and gang scheduling are
+in node and pod specs, not in metrics.
+"""
 
 from __future__ import annotations
 
-from triage.audit.checklist import ITEMS_BY_ID
-from triage.audit.checks.base import Check, alerted, combine, registrar, targets_of
+from triage.audit.checks.base import Registry, alerted, combine, targets_of
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import listed
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 from triage.audit.queries import DRIVER_LABELS, ECC_METRICS, NODE_LABELS
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("nodes")
+CHECKS.not_visible(
+    "nodes.labels_taints",
+    "nodes.nccl_network",
+    "nodes.weights_separate",
+    "nodes.gang_scheduling",
+)
 
 
 def _dcgm_presence(x: Facts) -> Finding:
@@ -90,8 +100,8 @@ def _dcgm_presence(x: Facts) -> Finding:
     return combine(parts)
 
 
-@check("nodes.dcgm_alerts")
-def _check_dcgm_alerts(x: Facts) -> Finding:
+@CHECKS.check("nodes.dcgm_alerts")
+def _check_dcgm_alerts(x: Facts, item: ChecklistItem) -> Finding:
     parts = [
         _dcgm_presence(x),
         alerted(x, "XID errors", ("gpu_xid",)),
@@ -110,9 +120,8 @@ def _check_dcgm_alerts(x: Facts) -> Finding:
     return combine(parts)
 
 
-@check("nodes.driver_matrix")
-def _check_driver_matrix(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["nodes.driver_matrix"]
+@CHECKS.check("nodes.driver_matrix")
+def _check_driver_matrix(x: Facts, item: ChecklistItem) -> Finding:
     versions: dict[str, set[str]] = {}
     for sample in x.instant("dcgm_gpus"):
         version = next((sample.labels[k] for k in DRIVER_LABELS if sample.labels.get(k)), None)
@@ -132,18 +141,16 @@ def _check_driver_matrix(x: Facts) -> Finding:
     return verdict("unknown", f"settles it: {item.settle}")
 
 
-@check("nodes.sharing_policy")
-def _check_sharing(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["nodes.sharing_policy"]
+@CHECKS.check("nodes.sharing_policy")
+def _check_sharing(x: Facts, item: ChecklistItem) -> Finding:
     mig = x.has_metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE") and any(
         "GPU_I_PROFILE" in s.labels for s in x.instant("dcgm_gpus")
     )
     return verdict("unknown", "MIG slices seen on DCGM series" if mig else "", f"settles it: {item.settle}")
 
 
-@check("nodes.statefulset")
-def _check_statefulset(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["nodes.statefulset"]
+@CHECKS.check("nodes.statefulset")
+def _check_statefulset(x: Facts, item: ChecklistItem) -> Finding:
     kinds = [
         k
         for k, p in (("Deployments", "kube_deployment_"), ("StatefulSets", "kube_statefulset_"))

@@ -1,19 +1,26 @@
-"""Observability and cost (观测与成本): phase timing, per-tenant cost, the four rates."""
+"""Observability and cost (观测与成本): phase timing, per-tenant cost, the four rates.
+
+Whether the engine times queue, prefill and decode apart, whether a gateway meters
+tokens per tenant and which of the four rates the metrics can give; the dashboards,
+traces and load-test plans themselves are not visible from Prometheus.
+"""
 
 from __future__ import annotations
 
 from signals.catalog import resolve
-from triage.audit.checklist import ITEMS_BY_ID
-from triage.audit.checks.base import Check, alerted, combine, registrar
+from triage.audit.checks.base import Registry, alerted, combine
 from triage.audit.checks.facts import Facts
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("observability")
+CHECKS.not_visible(
+    "observability.request_traceability",
+    "observability.load_test_coverage",
+)
 
 
-@check("observability.phase_timing")
-def _check_phase_timing(x: Facts) -> Finding:
+@CHECKS.check("observability.phase_timing")
+def _check_phase_timing(x: Facts, item: ChecklistItem) -> Finding:
     if x.names is None:
         return verdict("unknown", x.why_no_names())
     phases = {
@@ -36,8 +43,8 @@ def _check_phase_timing(x: Facts) -> Finding:
     return combine(parts)
 
 
-@check("observability.tenant_cost")
-def _check_tenant_cost(x: Facts) -> Finding:
+@CHECKS.check("observability.tenant_cost")
+def _check_tenant_cost(x: Facts, item: ChecklistItem) -> Finding:
     if x.names is None:
         return verdict("unknown", x.why_no_names())
     tokens = x.has_metric("litellm_input_tokens_metric_total") and x.has_metric(
@@ -46,13 +53,11 @@ def _check_tenant_cost(x: Facts) -> Finding:
     spend = x.has_metric("litellm_spend_metric_total")
     if tokens and spend:
         return verdict("pass", "the gateway meters input/output tokens and spend per team (LiteLLM)")
-    item = ITEMS_BY_ID["observability.tenant_cost"]
     return verdict("unknown", "no per-tenant token or spend series here", f"settles it: {item.settle}")
 
 
-@check("observability.rate_dashboards")
-def _check_rate_dashboards(x: Facts) -> Finding:
-    item = ITEMS_BY_ID["observability.rate_dashboards"]
+@CHECKS.check("observability.rate_dashboards")
+def _check_rate_dashboards(x: Facts, item: ChecklistItem) -> Finding:
     if x.names is None:
         return verdict("unknown", x.why_no_names(), f"settles it: {item.settle}")
     resolved = resolve(x.catalog, set(x.names))

@@ -1,29 +1,36 @@
-"""Red lines (红线): the checklist's "never" items, each the hard edge of an item in another section."""
+"""Red lines (红线): the checklist's "never" items, each the hard edge of an item in another section.
+
+They reuse the findings of those sections (gpu_memory_utilization, max_num_seqs against
+KV, the prefix hit ratio, the latency alerts) rather than re-deriving them, so a red
+line and its item can never disagree about the same evidence.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from signals.timeparse import format_duration
-from triage.audit.checks.base import Check, registrar
+from triage.audit.checks.base import Registry
 from triage.audit.checks.cache import hit_ratios, prefix_caching_states
 from triage.audit.checks.capacity import gpu_memory_utilization
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import listed, ratio_text
 from triage.audit.checks.scheduling import latency_alert_names, max_num_seqs_finding
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("red_lines")
+CHECKS.not_visible(
+    "red_lines.gateway_prompt_logic",
+)
 
 
-@check("red_lines.gpu_memory_utilization")
-def _check_red_gpu_memory(x: Facts) -> Finding:
+@CHECKS.check("red_lines.gpu_memory_utilization")
+def _check_red_gpu_memory(x: Facts, item: ChecklistItem) -> Finding:
     return gpu_memory_utilization(x)
 
 
-@check("red_lines.mean_latency_sla")
-def _check_red_mean_latency(x: Facts) -> Finding:
+@CHECKS.check("red_lines.mean_latency_sla")
+def _check_red_mean_latency(x: Facts, item: ChecklistItem) -> Finding:
     if x.rules is None:
         return verdict("unknown", x.why_no_rules())
     if not x.rules.alerts:
@@ -49,13 +56,13 @@ def _check_red_mean_latency(x: Facts) -> Finding:
     )
 
 
-@check("red_lines.max_num_seqs_knob")
-def _check_red_max_num_seqs(x: Facts) -> Finding:
+@CHECKS.check("red_lines.max_num_seqs_knob")
+def _check_red_max_num_seqs(x: Facts, item: ChecklistItem) -> Finding:
     return max_num_seqs_finding(x, knob=True)
 
 
-@check("red_lines.prefix_cache_unstable")
-def _check_red_prefix_cache(x: Facts) -> Finding:
+@CHECKS.check("red_lines.prefix_cache_unstable")
+def _check_red_prefix_cache(x: Facts, item: ChecklistItem) -> Finding:
     if x.names is None:
         return verdict("unknown", x.why_no_names())
     states, engine = prefix_caching_states(x)

@@ -1,4 +1,10 @@
-"""Scheduling (调度): batching, max_num_seqs against KV, chunked prefill, length limits, P99 alerts."""
+"""Scheduling (调度): batching, max_num_seqs against KV, chunked prefill, length limits, P99 alerts.
+
+max_num_seqs is judged against the KV it must fit (P95 prompt + output per request),
+because a batch bigger than the KV holds only preempts; the P99 alert check reads the
+rules Prometheus evaluates, expanded through recording rules (`triage.audit.rules`).
+max_num_batched_tokens and the preemption mode are not exported by the engines.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +14,23 @@ from collections.abc import Iterable
 import numpy as np
 
 from signals.timeparse import format_duration
-from triage.audit.checklist import ITEMS_BY_ID
-from triage.audit.checks.base import Check, registrar
+from triage.audit.checks.base import Registry
 from triage.audit.checks.capacity import kv_fit, kv_text, long_prompts
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import as_bool, as_float, listed, num
 from triage.audit.histograms import buckets_of, max_bound
-from triage.audit.model import Finding, verdict
+from triage.audit.model import ChecklistItem, Finding, verdict
 from triage.audit.rules import AlertFacts
 
-CHECKS: dict[str, Check] = {}
-check = registrar(CHECKS)
+CHECKS = Registry("scheduling")
+CHECKS.not_visible(
+    "scheduling.max_num_batched_tokens",
+    "scheduling.preemption_mode",
+)
 
 
-@check("scheduling.continuous_batching")
-def _check_continuous_batching(x: Facts) -> Finding:
+@CHECKS.check("scheduling.continuous_batching")
+def _check_continuous_batching(x: Facts, item: ChecklistItem) -> Finding:
     engine = x.engine()
     if engine is None:
         return verdict("unknown", x.why_no_names() if x.names is None else "no vLLM or SGLang metrics here")
@@ -107,13 +115,13 @@ def max_num_seqs_finding(x: Facts, knob: bool) -> Finding:
     )
 
 
-@check("scheduling.max_num_seqs_kv")
-def _check_max_num_seqs(x: Facts) -> Finding:
+@CHECKS.check("scheduling.max_num_seqs_kv")
+def _check_max_num_seqs(x: Facts, item: ChecklistItem) -> Finding:
     return max_num_seqs_finding(x, knob=False)
 
 
-@check("scheduling.chunked_prefill")
-def _check_chunked_prefill(x: Facts) -> Finding:
+@CHECKS.check("scheduling.chunked_prefill")
+def _check_chunked_prefill(x: Facts, item: ChecklistItem) -> Finding:
     common, evidence = long_prompts(x)
     if common is None:
         return verdict(
@@ -132,8 +140,7 @@ def _check_chunked_prefill(x: Facts) -> Finding:
         return verdict(
             "unknown",
             f"long prompts are common: {evidence}",
-            "chunked prefill state not exposed; settles it: "
-            + ITEMS_BY_ID["scheduling.chunked_prefill"].settle,
+            "chunked prefill state not exposed; settles it: " + item.settle,
         )
     off = sorted(r for r, on in states.items() if not on)
     if off:
@@ -145,8 +152,8 @@ def _check_chunked_prefill(x: Facts) -> Finding:
     )
 
 
-@check("scheduling.request_length_limit")
-def _check_request_length_limit(x: Facts) -> Finding:
+@CHECKS.check("scheduling.request_length_limit")
+def _check_request_length_limit(x: Facts, item: ChecklistItem) -> Finding:
     buckets = buckets_of(x.instant("prompt_buckets"))
     longest = max_bound(buckets)
     limits = x.max_model_len()
@@ -176,7 +183,7 @@ def _check_request_length_limit(x: Facts) -> Finding:
     return verdict(
         "unknown",
         (seen or "prompt lengths unknown") + hint,
-        f"settles it: {ITEMS_BY_ID['scheduling.request_length_limit'].settle}",
+        f"settles it: {item.settle}",
     )
 
 
@@ -193,8 +200,8 @@ def _live_alerts(x: Facts) -> list[AlertFacts]:
     return [a for a in x.rules.alerts if any(n in names for n in a.names)]
 
 
-@check("scheduling.p99_ttft_tpot_alerts")
-def _check_p99_alerts(x: Facts) -> Finding:
+@CHECKS.check("scheduling.p99_ttft_tpot_alerts")
+def _check_p99_alerts(x: Facts, item: ChecklistItem) -> Finding:
     """A live P99 (or higher) alert on TTFT and another on TPOT; what exists instead is named.
 
     An alert that reads only series this server lacks never fires, so it does not count.
