@@ -362,7 +362,7 @@ def test_metric_names_in_skips_functions_labels_keywords_and_numbers() -> None:
         "histogram_quantile(0.99, sum by (le, instance) ("
         'rate(vllm:time_to_first_token_seconds_bucket{job="x", le!="1e3"}[5m] offset 1h))) > 1e3 '
         'and on(instance) label_replace(up, "a", "$1", "b", "(.*)") '
-        'or {__name__="DCGM_FI_DEV_XID_ERRORS"} unless bool vector(1)'
+        'or {__name__="DCGM_FI_DEV_XID_ERRORS"} unless vector(1) > bool 0'
     )
     assert metric_names_in(expr) == {
         "vllm:time_to_first_token_seconds_bucket",

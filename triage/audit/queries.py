@@ -8,11 +8,12 @@ metric name any source of that signal reads.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Final
 
 from signals.catalog import Catalog, QueryOptions, render
-from triage.audit.promql import metric_names_in
+from triage.audit.promql import PromQLError, metric_names_in
 
 NODE_LABELS: Final = ("Hostname", "hostname", "node", "kubernetes_node")
 DRIVER_LABELS: Final = ("DCGM_FI_DRIVER_VERSION", "driver_version")
@@ -85,14 +86,19 @@ ECC_METRICS: Final = ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", *EXTRA_METRICS["gpu_ecc_e
 
 
 def signal_metrics(catalog: Catalog, signal: str) -> frozenset[str]:
-    """Every metric name any catalog source of `signal` reads, plus close relatives no source uses."""
+    """Every metric name any catalog source of `signal` reads, plus close relatives no source uses.
+
+    A user catalog's template that this parser refuses (syntax newer than Prometheus 2.45)
+    still counts by the names its source declares (`requires`, `requires_any`).
+    """
     out: set[str] = set(EXTRA_METRICS.get(signal, ()))
     empty = QueryOptions()
     for source in catalog.sources.get(signal, ()):
         out.update(source.requires, source.requires_any, source.deprecated)
         for template in (source.replica, source.fleet):
             if template is not None:
-                out.update(metric_names_in(render(template, empty)))
+                with contextlib.suppress(PromQLError):
+                    out.update(metric_names_in(render(template, empty)))
     return frozenset(out)
 
 

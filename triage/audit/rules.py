@@ -3,17 +3,34 @@
 Alert rules are read the way Prometheus evaluates them: an alert on `triage:ttft_p99_seconds`
 is expanded through the recording rule that defines it, so a P99 recorded once and
 alerted on elsewhere is still seen as a P99, and a mean hidden behind a recording rule
-is still seen as a mean.
+is still seen as a mean. The reading is done on the syntax tree (`triage.audit.promql`);
+a rule the parser refuses is kept as `UnreadableRule`, so that the checks can say which
+rule they could not read instead of judging without it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from triage.audit.promql import calls, clean, expand, metric_names_in
+from triage.audit.promql import (
+    Expr,
+    Node,
+    PromQLError,
+    Recordings,
+    averaging,
+    division,
+    names_read,
+    parse,
+    parse_recordings,
+    quantile_taken,
+    render,
+    selector_names,
+    takes_quantile,
+    walk,
+)
 
 LatencyKind = Literal["ttft", "tpot", "latency"]
 _HIST_SUFFIX = re.compile(r"_(?:bucket|sum|count)$")
@@ -97,10 +114,11 @@ def parse_rules(data: Mapping[str, Any]) -> list[Rule]:
 class AlertFacts:
     """What one alerting rule reads once recording rules are expanded.
 
-    `names` are the metric and recorded names it reads (before and after expansion);
-    `quantiles` maps a latency kind to the highest quantile it takes of it; `means` are
-    (kind, how) for each latency it reads as a mean: `_sum` over `_count`, `avg` of a
-    latency that is not a quantile, or a gauge that is a mean by its name.
+    `names` are the metric and recorded names it reads (the recorded names and what
+    they record); `quantiles` maps a latency kind to the highest quantile it takes of
+    it; `means` are (kind, how) for each latency it reads as a mean: a `_sum` divided
+    by its `_count`, `avg` of a latency that is not a quantile, or a gauge that is a
+    mean by its name. `expanded` is the query with recorded names written out.
     """
 
     rule: Rule
@@ -114,26 +132,57 @@ class AlertFacts:
         return f"{self.rule.name} ({self.rule.where})"
 
 
-_QUANTILE_FUNCTIONS: Final = ("histogram_quantile", "quantile_over_time", "quantile")
+@dataclass(frozen=True)
+class UnreadableRule:
+    """A rule the parser refuses: Prometheus evaluates it (newer syntax, say), the audit cannot read it."""
+
+    rule: Rule
+    message: str
+
+    @property
+    def evidence(self) -> str:
+        return (
+            f"the {self.rule.kind} rule {self.rule.name} ({self.rule.where}) does not parse: {self.message}"
+        )
+
+
 _MEAN_WORD = re.compile(r"(?:^|[_:])(?:avg|mean|average)(?:[_:]|$)")
 
 
 def analyse_alert(rule: Rule, recordings: Mapping[str, str]) -> AlertFacts:
-    """Which latencies an alert takes a quantile of, and which it reads as a mean."""
-    expanded = expand(rule.query, recordings)
-    names = metric_names_in(expanded) | metric_names_in(rule.query)
-    text, _ = clean(expanded)
-    quantiles: dict[str, float] = {}
+    """Which latencies an alert takes a quantile of, and which it reads as a mean.
+
+    `recordings` maps a recorded name to the expression recording it; one that does not
+    parse is not expanded. PromQLError when the alert itself does not parse.
+    """
+    return _analyse(rule, parse(rule.query), parse_recordings(recordings))
+
+
+def _analyse(rule: Rule, tree: Expr, recordings: Recordings) -> AlertFacts:
+    root = Node(tree)
+    nodes = list(walk(root, recordings))
+    names = frozenset(name for node in nodes for name in selector_names(node.expr))
+    return AlertFacts(
+        rule,
+        render(root, recordings),
+        names,
+        _quantiles(nodes, names, recordings),
+        _means(nodes, names, recordings),
+    )
+
+
+def _quantiles(nodes: Sequence[Node], names: frozenset[str], recordings: Recordings) -> dict[str, float]:
+    """Latency kind -> the highest quantile taken of it, by a quantile function or a recorded `pNN` name."""
+    out: dict[str, float] = {}
 
     def note(kind: str, q: float) -> None:
-        quantiles[kind] = max(q, quantiles.get(kind, 0.0))
+        out[kind] = max(q, out.get(kind, 0.0))
 
-    for _, first, inner in calls(text, _QUANTILE_FUNCTIONS):
-        try:
-            q = float(first)
-        except ValueError:
+    for node in nodes:
+        q = quantile_taken(node.expr)
+        if q is None:
             continue
-        for name in metric_names_in(inner):
+        for name in names_read(node, recordings):
             kind = latency_kind(name)
             if kind is not None:
                 note(kind, q)
@@ -141,49 +190,95 @@ def analyse_alert(rule: Rule, recordings: Mapping[str, str]) -> AlertFacts:
         kind, level = latency_kind(name), _plevel(name)
         if kind is not None and level is not None:
             note(kind, level)
+    return out
+
+
+def _means(
+    nodes: Sequence[Node], names: frozenset[str], recordings: Recordings
+) -> tuple[tuple[LatencyKind, str], ...]:
+    """(kind, how) for each latency read as a mean: `_sum` divided by its `_count`, by name, or by `avg`."""
     means: list[tuple[LatencyKind, str]] = []
-    families = sorted({_HIST_SUFFIX.sub("", n) for n in names if n.endswith(("_sum", "_count"))})
-    for family in families:
+    families: set[str] = set()
+    for node in nodes:
+        operands = division(node, recordings)
+        if operands is not None:
+            dividend, divisor = (names_read(n, recordings) for n in operands)
+            sums = {n.removesuffix("_sum") for n in dividend if n.endswith("_sum")}
+            families |= {family for family in sums if f"{family}_count" in divisor}
+    for family in sorted(families):
         kind = latency_kind(family)
-        if kind is not None and f"{family}_sum" in names and f"{family}_count" in names:
+        if kind is not None:
             means.append((kind, f"{family}_sum / {family}_count"))
     for name in sorted(names):
         kind = latency_kind(name)
         if kind is not None and _MEAN_WORD.search(name.lower()):
             means.append((kind, name))
-    for function, _, inner in calls(text, ("avg", "avg_over_time")):
-        inner_names = metric_names_in(inner)
-        quantile = bool(calls(inner, _QUANTILE_FUNCTIONS)) or any(_plevel(n) is not None for n in inner_names)
-        if quantile:
+    for node in nodes:
+        function = averaging(node.expr)
+        if function is None:
+            continue
+        inner = list(walk(node, recordings))
+        inner_names = {name for n in inner for name in selector_names(n.expr)}
+        if any(takes_quantile(n.expr) for n in inner) or any(_plevel(n) is not None for n in inner_names):
             continue
         for name in sorted(inner_names):
             kind = latency_kind(name)
             if kind is not None and not name.endswith(("_bucket", "_count")):
                 means.append((kind, f"{function}({name})"))
                 break
-    return AlertFacts(rule, expanded, names, quantiles, tuple(dict.fromkeys(means)))
+    return tuple(dict.fromkeys(means))
 
 
 @dataclass(frozen=True)
 class RulesView:
-    """The alerting rules of a server, analysed; recording rules by recorded name."""
+    """The alerting rules of a server, analysed; recording rules by recorded name; what could not be read.
+
+    `recordings` holds every expression recording a name (several rules may record one).
+    `broken` names the rules Prometheus itself reports unhealthy; `unreadable` the rules
+    the parser refuses, which are kept (as evidence) rather than dropped.
+    """
 
     alerts: tuple[AlertFacts, ...]
-    recordings: Mapping[str, str]
+    recordings: Mapping[str, tuple[str, ...]]
     broken: tuple[str, ...]
+    unreadable: tuple[UnreadableRule, ...] = ()
+
+    @property
+    def hiding(self) -> tuple[UnreadableRule, ...]:
+        """The unreadable rules that may hide what the alerts read: alerts, and recordings an alert reads."""
+        read = {name for alert in self.alerts for name in alert.names}
+        return tuple(u for u in self.unreadable if u.rule.kind == "alerting" or u.rule.name in read)
 
     @staticmethod
     def of(data: Mapping[str, Any]) -> RulesView:
         rules = parse_rules(data)
-        recordings: dict[str, str] = {}
+        trees: list[tuple[Rule, Expr]] = []
+        unreadable: list[UnreadableRule] = []
+        for rule in rules:
+            try:
+                trees.append((rule, parse(rule.query)))
+            except PromQLError as exc:
+                unreadable.append(UnreadableRule(rule, exc.message))
+        texts: dict[str, tuple[str, ...]] = {}
+        recorded: dict[str, tuple[Expr, ...]] = {}
         for rule in rules:
             if rule.kind == "recording":
-                recordings[rule.name] = (
-                    f"{recordings[rule.name]} or {rule.query}" if rule.name in recordings else rule.query
-                )
-        alerts = tuple(analyse_alert(r, recordings) for r in rules if r.kind == "alerting")
+                texts[rule.name] = (*texts.get(rule.name, ()), rule.query)
+        for rule, tree in trees:
+            if rule.kind == "recording":
+                recorded[rule.name] = (*recorded.get(rule.name, ()), tree)
+        alerts = tuple(_analyse(rule, tree, recorded) for rule, tree in trees if rule.kind == "alerting")
         broken = tuple(f"{r.name} ({r.where})" for r in rules if r.health not in ("ok", "unknown"))
-        return RulesView(alerts, recordings, broken)
+        return RulesView(alerts, texts, broken, tuple(unreadable))
 
 
-__all__ = ["AlertFacts", "LatencyKind", "Rule", "RulesView", "analyse_alert", "latency_kind", "parse_rules"]
+__all__ = [
+    "AlertFacts",
+    "LatencyKind",
+    "Rule",
+    "RulesView",
+    "UnreadableRule",
+    "analyse_alert",
+    "latency_kind",
+    "parse_rules",
+]

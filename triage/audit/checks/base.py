@@ -66,12 +66,19 @@ def combine(parts: Sequence[Finding]) -> Finding:
 
 
 def alerted(x: Facts, what: str, signals: Sequence[str]) -> Finding:
-    """Pass when a live alert reads the signals; fail when none does (dead ones named)."""
+    """Pass when a live alert reads the signals; fail when none does (dead ones named).
+
+    When rules that could hide such an alert do not parse, "none does" cannot be said:
+    the verdict is unknown, naming them.
+    """
     if x.rules is None:
         return verdict("unknown", f"{what}: {x.why_no_rules()}")
     live, dead = x.coverage(signals)
     if live:
         return verdict("pass", f"{what} alerted by {listed(live, 3)}")
+    if x.rules.hiding:
+        unread = listed((f"{u.rule.name} ({u.rule.where})" for u in x.rules.hiding), 3)
+        return verdict("unknown", f"{what}: no readable alert reads it, and {unread} could not be parsed")
     if dead:
         return verdict(
             "fail",
@@ -79,6 +86,23 @@ def alerted(x: Facts, what: str, signals: Sequence[str]) -> Finding:
         )
     records = ", ".join(f"triage:{s}" for s in signals)
     return verdict("fail", f"no alerting rule reads {what} (its metrics or {records})")
+
+
+def with_unreadable_rules(x: Facts, finding: Finding, doubtful: Status) -> Finding:
+    """`finding` with every rule the parser refused named; `doubtful` becomes unknown if they may hide alerts.
+
+    A rule item that concluded without reading every rule must say which it could not
+    read (never dropped silently), and a verdict those rules could overturn (no P99 alert
+    found, no mean found) is only unknown.
+    """
+    if x.rules is None or not x.rules.unreadable:
+        return finding
+    shown = [u.evidence for u in x.rules.unreadable[:3]]
+    more = len(x.rules.unreadable) - len(shown)
+    if more:
+        shown.append(f"{more} more rules do not parse")
+    status: Status = "unknown" if finding.status == doubtful and x.rules.hiding else finding.status
+    return Finding(status, (*finding.evidence, *shown))
 
 
 def targets_of(x: Facts, keywords: Sequence[str]) -> list[tuple[str, str, str]]:

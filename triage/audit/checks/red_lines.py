@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from signals.timeparse import format_duration
-from triage.audit.checks.base import Registry
+from triage.audit.checks.base import Registry, with_unreadable_rules
 from triage.audit.checks.cache import hit_ratios, prefix_caching_states
 from triage.audit.checks.capacity import gpu_memory_utilization
 from triage.audit.checks.facts import Facts
@@ -31,29 +31,37 @@ def _check_red_gpu_memory(x: Facts, item: ChecklistItem) -> Finding:
 
 @CHECKS.check("red_lines.mean_latency_sla")
 def _check_red_mean_latency(x: Facts, item: ChecklistItem) -> Finding:
+    """Fail on any alert that reads a latency as a mean; pass only when every rule could be read."""
     if x.rules is None:
         return verdict("unknown", x.why_no_rules())
-    if not x.rules.alerts:
-        return verdict(
-            "unknown",
-            "no alerting rules are loaded here; the SLA's definition (dashboards, a ruler elsewhere) "
-            "settles it",
+    if not x.rules.alerts and not x.rules.hiding:
+        return with_unreadable_rules(
+            x,
+            verdict(
+                "unknown",
+                "no alerting rules are loaded here; the SLA's definition (dashboards, a ruler elsewhere) "
+                "settles it",
+            ),
+            "pass",
         )
     means = [a for a in x.rules.alerts if a.means]
     if means:
-        return verdict(
+        found = verdict(
             "fail",
             *(
                 f"{a.label} alerts on a mean latency: {', '.join(how for _, how in a.means)}"
                 for a in means[:5]
             ),
         )
+        return with_unreadable_rules(x, found, "pass")
     latency = [a for a in x.rules.alerts if a.quantiles]
-    return verdict(
+    readable = "readable " if x.rules.hiding else ""
+    found = verdict(
         "pass",
-        f"{len(x.rules.alerts)} alerting rules, none on a mean latency"
+        f"{len(x.rules.alerts)} {readable}alerting rules, none on a mean latency"
         + (f"; latency alerts use quantiles ({latency_alert_names(latency)})" if latency else ""),
     )
+    return with_unreadable_rules(x, found, "pass")
 
 
 @CHECKS.check("red_lines.max_num_seqs_knob")

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from signals.timeparse import format_duration
-from triage.audit.checks.base import Registry
+from triage.audit.checks.base import Registry, with_unreadable_rules
 from triage.audit.checks.capacity import kv_fit, kv_text, long_prompts
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import as_bool, as_float, listed, num
@@ -208,11 +208,15 @@ def _check_p99_alerts(x: Facts, item: ChecklistItem) -> Finding:
     """
     if x.rules is None:
         return verdict("unknown", x.why_no_rules())
-    if not x.rules.alerts:
-        return verdict(
+    if not x.rules.alerts and not x.rules.hiding:
+        return with_unreadable_rules(
+            x,
+            verdict(
+                "fail",
+                "no alerting rules are loaded here; if they run elsewhere (a ruler, another Prometheus), "
+                "audit that one",
+            ),
             "fail",
-            "no alerting rules are loaded here; if they run elsewhere (a ruler, another Prometheus), "
-            "audit that one",
         )
     alerts = _live_alerts(x)
     found: dict[str, list[AlertFacts]] = {}
@@ -238,6 +242,8 @@ def _check_p99_alerts(x: Facts, item: ChecklistItem) -> Finding:
                 for a in other[:3]
             )
             problems.append(f"no P99 {label} alert ({how})")
+        elif x.rules.hiding:
+            problems.append(f"no readable {label} alert")
         else:
             problems.append(f"no {label} alert at all")
     shared = {a.rule.name for a in found["ttft"]} & {a.rule.name for a in found["tpot"]}
@@ -246,5 +252,5 @@ def _check_p99_alerts(x: Facts, item: ChecklistItem) -> Finding:
             f"TTFT and TPOT share one alert ({listed(shared)}): a page cannot say which mechanism"
         )
     if problems:
-        return verdict("fail", *problems, *lines)
-    return verdict("pass", *lines)
+        return with_unreadable_rules(x, verdict("fail", *problems, *lines), "fail")
+    return with_unreadable_rules(x, verdict("pass", *lines), "fail")
