@@ -80,6 +80,11 @@ def _schema_problems(doc: Document, exc: ValidationError) -> list[InputError]:
                 if path[-1] == "id" and path[0] == "items"
                 else "an id is lower case letters, digits and _, like red_lines"
             )
+        elif err["type"] == "tuple_type":
+            message = f"expected a list of {path[-1]}"
+        elif err["type"] == "model_type":
+            spec = _SectionSpec if path[0] == "sections" else _ItemSpec
+            message = f"expected a mapping of {', '.join(spec.model_fields)}"
         problem = doc.error(path, message)
         problems.setdefault(str(problem), problem)
     return list(problems.values())
@@ -143,8 +148,7 @@ def load_checklist(doc: Document, checks: Collection[str], stop_at_first: bool =
         if item.id not in checks:
             problem(("items", i, "id"), f"no check is registered for '{item.id}' (in triage/audit/checks/)")
     for check_id in sorted(set(checks) - set(items)):
-        hint = suggest(check_id, sorted(items))
-        problem(("items",), f"the registered check '{check_id}' has no item{hint}")
+        problem(("items",), f"the registered check '{check_id}' has no item")
     if problems:
         raise InputErrors(problems)
     return Checklist(
