@@ -163,7 +163,7 @@ def bundled_checklist() -> Checklist:
     return load_checklist(read_yaml(str(BUNDLED)), CHECKS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> tuple[Section, ...] | tuple[ChecklistItem, ...]:
     """`SECTIONS` and `ITEMS`: the bundled checklist's, read on first use like `bundled_checklist`."""
     if name == "SECTIONS":
         return bundled_checklist().sections

@@ -15,11 +15,11 @@ Every item of the checklist, in its own sections, gets one status:
 A status speaks for what can be seen; where an item has parts no metric shows (the
 warm-up half of "warm-up or minimum replicas"), the evidence says which part was checked.
 
-This module is pure: it takes what was fetched (`Fetched`: metric names, the rules and
-targets API replies, a `SignalFrame` and instant query results) and returns an
-`AuditReport`; `triage.audit.fetch` does the IO. Same inputs, same report. The items
-come from `checklist.yaml` (`triage.audit.checklist`), their checks from
-`triage.audit.checks`, one module per section of the checklist.
+This module takes what was fetched (`Fetched`: metric names, the rules and targets API
+replies, a `SignalFrame` and instant query results) and returns an `AuditReport`;
+`triage.audit.fetch` does the IO. Same inputs, same report. The items come from the
+package's `checklist.yaml` (`triage.audit.checklist`, read once: the only file this
+path touches), their checks from `triage.audit.checks`, one module per section.
 """
 
 from __future__ import annotations
