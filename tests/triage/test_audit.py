@@ -32,28 +32,16 @@ from tools.rawsynth import (
     VLLM_TTFT_BUCKETS,
     build_1_2_5_buckets,
 )
-from triage.audit.engine import (
-    CHECKS,
-    ITEMS,
-    SECTIONS,
-    AuditReport,
-    AuditSettings,
-    Fetched,
-    Rule,
-    RulesView,
-    Sample,
-    analyse_alert,
-    audit,
-    bucket_quantile,
-    expand,
-    instant_queries,
-    latency_kind,
-    max_bound,
-    metric_names_in,
-    render_audit,
-    share_above,
-)
+from triage.audit.checklist import ITEMS, SECTIONS
+from triage.audit.checks import CHECKS
+from triage.audit.engine import audit
 from triage.audit.fetch import run_audit
+from triage.audit.histograms import bucket_quantile, max_bound, share_above
+from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
+from triage.audit.promql import expand, metric_names_in
+from triage.audit.queries import instant_queries
+from triage.audit.render import render_audit
+from triage.audit.rules import Rule, RulesView, analyse_alert, latency_kind
 from triage.rules import load_slo, render_rules
 
 START = 1_791_000_000.0
@@ -374,7 +362,7 @@ def test_metric_names_in_skips_functions_labels_keywords_and_numbers() -> None:
         "histogram_quantile(0.99, sum by (le, instance) ("
         'rate(vllm:time_to_first_token_seconds_bucket{job="x", le!="1e3"}[5m] offset 1h))) > 1e3 '
         'and on(instance) label_replace(up, "a", "$1", "b", "(.*)") '
-        'or {__name__="DCGM_FI_DEV_XID_ERRORS"} unless bool vector(1)'
+        'or {__name__="DCGM_FI_DEV_XID_ERRORS"} unless vector(1) > bool 0'
     )
     assert metric_names_in(expr) == {
         "vllm:time_to_first_token_seconds_bucket",

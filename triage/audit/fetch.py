@@ -4,7 +4,7 @@ Four rounds, each concurrent and under the source's deadline (`--timeout`):
 
 1. the metric names (which exporters and engine flavours exist);
 2. `GET /api/v1/rules` and `GET /api/v1/targets`;
-3. the instant queries `triage.audit.instant_queries` asks for (the full label set of
+3. the instant queries `triage.audit.queries.instant_queries` asks for (the full label set of
    `vllm:cache_config_info`, request-length histograms over the window, GPU nodes, DCGM
    series);
 4. the catalog's range queries for the `SignalFrame`.
@@ -25,7 +25,9 @@ from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import build_queries, frame_from_round
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
-from triage.audit.engine import AuditReport, AuditSettings, Fetched, Sample, audit, instant_queries
+from triage.audit.engine import audit
+from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
+from triage.audit.queries import instant_queries
 
 _NOT_WORTH_RETRYING = frozenset({"unreachable", "tls", "auth", "timeout"})
 """Kinds of failure of the first read after which every other read would fail the same way."""
@@ -50,7 +52,7 @@ def fetch_audit_inputs(
     at: float,
     settings: AuditSettings,
 ) -> Fetched:
-    """Everything `triage.audit.audit` reads; failures become `problems`, never exceptions."""
+    """Everything `triage.audit.engine.audit` reads; failures become `problems`, never exceptions."""
     problems: dict[str, str] = {}
     names: frozenset[str] | None
     try:

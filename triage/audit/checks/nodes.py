@@ -1,0 +1,161 @@
+"""Nodes and cluster (节点与集群): DCGM on every GPU node and its alerts, drivers, sharing, workloads.
+
+A GPU node without a DCGM exporter is a node whose XID and ECC errors nobody sees, so
+GPU nodes are found from kube-state-metrics (node capacity, pod GPU requests) and held
+against the nodes DCGM reports; labels, NCCL settings, volumes and gang scheduling are
+in node and pod specs, not in metrics.
+"""
+
+from __future__ import annotations
+
+from triage.audit.checks.base import Registry, alerted, combine, targets_of
+from triage.audit.checks.facts import Facts
+from triage.audit.checks.formatting import listed
+from triage.audit.model import ChecklistItem, Finding, verdict
+from triage.audit.queries import DRIVER_LABELS, ECC_METRICS, NODE_LABELS
+
+CHECKS = Registry("nodes")
+CHECKS.not_visible(
+    "nodes.labels_taints",
+    "nodes.nccl_network",
+    "nodes.weights_separate",
+    "nodes.gang_scheduling",
+)
+
+
+def _dcgm_presence(x: Facts) -> Finding:
+    if x.names is None:
+        return verdict("unknown", x.why_no_names())
+    dcgm = [s.labels for s in x.instant("dcgm_gpus")]
+    dcgm_nodes = {str(labels[k]) for labels in dcgm for k in NODE_LABELS if labels.get(k)}
+    targets = targets_of(x, ("dcgm",))
+    down = [(n, e) for n, h, e in targets if h != "up"]
+    dcgm_nodes |= {n for n, h, _ in targets if h == "up"}
+    parts: list[Finding] = []
+    if down:
+        parts.append(
+            verdict(
+                "fail",
+                "DCGM exporter targets down: " + "; ".join(f"{n} ({e or 'down'})" for n, e in down[:4]),
+            )
+        )
+    gpu_nodes: dict[str, str] = {}
+    for key, source in (
+        ("gpu_nodes", "kube node GPU capacity"),
+        ("gpu_pod_nodes", "GPU requests of the fleet's pods"),
+    ):
+        for sample in x.instant(key):
+            node = sample.labels.get("node")
+            if node and sample.value > 0:
+                gpu_nodes.setdefault(node, source)
+    has_dcgm = bool(dcgm) or x.has_prefix("DCGM_")
+    if gpu_nodes:
+        missing = sorted(set(gpu_nodes) - dcgm_nodes)
+        sources = " and ".join(sorted(set(gpu_nodes.values())))
+        if missing:
+            parts.append(
+                verdict(
+                    "fail",
+                    f"{len(missing)} of {len(gpu_nodes)} GPU nodes ({sources}) have no DCGM series: "
+                    + listed(missing),
+                )
+            )
+        else:
+            parts.append(verdict("pass", f"DCGM on all {len(gpu_nodes)} GPU nodes ({listed(gpu_nodes)})"))
+        return combine(parts)
+    engine_replicas: set[str] = set()
+    for signal in ("requests_running", "kv_usage_ratio", "request_rate"):
+        if x.frame is not None:
+            engine_replicas.update(x.frame.replicas(signal).replicas)
+    if not has_dcgm:
+        if engine_replicas:
+            parts.append(
+                verdict(
+                    "fail", f"no DCGM series at all while {len(engine_replicas)} engine replicas run on GPUs"
+                )
+            )
+        else:
+            parts.append(
+                verdict(
+                    "unknown", "no DCGM series and no GPU node inventory (kube-state-metrics node capacity)"
+                )
+            )
+        return combine(parts)
+    label = x.options.replica_label
+    dcgm_replicas = {str(labels[label]) for labels in dcgm if labels.get(label)}
+    if engine_replicas and dcgm_replicas:
+        missing = sorted(engine_replicas - dcgm_replicas)
+        if missing:
+            parts.append(verdict("fail", f"engine replicas without DCGM series: {listed(missing)}"))
+        else:
+            parts.append(verdict("pass", f"DCGM series for all {len(engine_replicas)} engine replicas"))
+        return combine(parts)
+    parts.append(
+        verdict(
+            "unknown",
+            f"DCGM reports {len(dcgm)} GPUs, but they cannot be matched to GPU nodes: kube-state-metrics' "
+            'kube_node_status_capacity{resource="nvidia_com_gpu"} would settle it',
+        )
+    )
+    return combine(parts)
+
+
+@CHECKS.check("nodes.dcgm_alerts")
+def _check_dcgm_alerts(x: Facts, item: ChecklistItem) -> Finding:
+    parts = [
+        _dcgm_presence(x),
+        alerted(x, "XID errors", ("gpu_xid",)),
+        alerted(x, "ECC errors", ("gpu_ecc_errors",)),
+    ]
+    if x.names is not None and x.has_prefix("DCGM_") and not x.has_metric(*ECC_METRICS):
+        parts.append(
+            verdict("fail", "DCGM exports no ECC counter (the default CSV leaves them commented out)")
+        )
+    if x.rules is not None:
+        live, _ = x.coverage(("gpu_temp_celsius",))
+        temperature = (
+            f"temperature alerted by {listed(live, 2)}" if live else "temperature: no alert (advisory)"
+        )
+        parts.append(verdict("pass", temperature))
+    return combine(parts)
+
+
+@CHECKS.check("nodes.driver_matrix")
+def _check_driver_matrix(x: Facts, item: ChecklistItem) -> Finding:
+    versions: dict[str, set[str]] = {}
+    for sample in x.instant("dcgm_gpus"):
+        version = next((sample.labels[k] for k in DRIVER_LABELS if sample.labels.get(k)), None)
+        node = next((sample.labels[k] for k in NODE_LABELS if sample.labels.get(k)), "?")
+        if version:
+            versions.setdefault(version, set()).add(node)
+    if len(versions) > 1:
+        shown = "; ".join(f"{v} on {listed(n, 3)}" for v, n in sorted(versions.items()))
+        return verdict("fail", f"{len(versions)} driver versions across the GPU nodes: {shown}")
+    if versions:
+        (version,) = versions
+        return verdict(
+            "unknown",
+            f"one driver version ({version}) on every DCGM node",
+            f"settles the rest: {item.settle}",
+        )
+    return verdict("unknown", f"settles it: {item.settle}")
+
+
+@CHECKS.check("nodes.sharing_policy")
+def _check_sharing(x: Facts, item: ChecklistItem) -> Finding:
+    mig = x.has_metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE") and any(
+        "GPU_I_PROFILE" in s.labels for s in x.instant("dcgm_gpus")
+    )
+    return verdict("unknown", "MIG slices seen on DCGM series" if mig else "", f"settles it: {item.settle}")
+
+
+@CHECKS.check("nodes.statefulset")
+def _check_statefulset(x: Facts, item: ChecklistItem) -> Finding:
+    kinds = [
+        k
+        for k, p in (("Deployments", "kube_deployment_"), ("StatefulSets", "kube_statefulset_"))
+        if x.has_prefix(p)
+    ]
+    return verdict(
+        "unknown", f"workloads seen: {', '.join(kinds)}" if kinds else "", f"settles it: {item.settle}"
+    )
