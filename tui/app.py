@@ -26,6 +26,7 @@ from textual.widgets.option_list import Option
 
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
+from triage.core.escape import printable
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, SYMPTOMS, Diagnosis
 from triage.core.walk import diagnose, symptom_from_alert
@@ -33,7 +34,7 @@ from triage.rules import Slo
 from tui.alerts import AlertView, load_alerts
 from tui.feeds import Feed, Snapshot
 from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
-from tui.view import chart_data, format_value, printable, replica_rows, tile_specs, tiles
+from tui.view import chart_data, format_value, replica_rows, tile_specs, tiles
 from tui.widgets import (
     Chart,
     SignalTile,

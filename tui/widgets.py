@@ -18,6 +18,7 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from signals.timeparse import format_instant
+from triage.core.escape import printable
 from triage.core.model import Diagnosis, Evidence
 from triage.core.render import fmt
 from triage.core.sections import (
@@ -30,7 +31,7 @@ from triage.core.sections import (
     sections,
     walked_cause,
 )
-from tui.view import ChartData, Tile, format_value, plot_rows, printable, spark
+from tui.view import ChartData, Tile, format_value, plot_rows, spark
 
 STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red", "blind": "magenta"}
 BAR = " ▁▂▃▄▅▆▇█"
@@ -106,7 +107,7 @@ TONES: dict[Tone, str] = {
 
 def _append(text: Text, spans: Spans) -> Text:
     for span in spans:
-        text.append(printable(span.text), style=TONES[span.tone] or None)
+        text.append(span.text, style=TONES[span.tone] or None)
     return text
 
 
@@ -153,7 +154,7 @@ class WalkTree(Tree[str]):
                 entry = walked_cause(c)
                 cause_node = node.add(_cause_label(entry), data="", expand=c.cause == top)
                 if entry.why_not:
-                    cause_node.add_leaf(Text(printable(entry.why_not), style=TONES["muted"]), data="")
+                    cause_node.add_leaf(Text(entry.why_not, style=TONES["muted"]), data="")
                 for line in entry.evidence:
                     cause_node.add_leaf(_evidence(line), data=line.signal)
         self.move_cursor(root)
@@ -207,7 +208,7 @@ def warnings_text(d: Diagnosis) -> Text:
         text.append("\n")
     for u in s.unreadable:
         text.append("UNREADABLE ", style="bold magenta")
-        text.append(f"{u.signal}: {printable(u.reason)}\n")
+        text.append(f"{u.signal}: {u.reason}\n")
     if s.missing:
         text.append("BLIND SPOTS ", style="bold magenta")
         text.append(", ".join(s.missing) + " (missing: unknown, never healthy)\n")

@@ -11,6 +11,10 @@ sections out and colours them.
 Sections are plain frozen data. Inline text comes as spans tagged with a tone, a
 semantic style name (`holds`, `fails`, `unknown`, `forbidden`, `muted`, ...) that each
 rendering maps to its own colours; nothing here knows Rich, Textual or jinja2.
+
+Every string that may come from outside (replica names, notes and reasons built from
+label values, servers' messages, and the playbooks' text for good measure) passes
+through `printable` here, once, so no rendering can forget to escape it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from signals.timeparse import format_instant
+from triage.core.escape import printable
 from triage.core.model import CauseFinding, Diagnosis, Evidence, Status
 from triage.core.walk import onset_text
 
@@ -257,14 +262,23 @@ class Sections:
 
 
 def evidence_line(e: Evidence) -> EvidenceLine:
-    return EvidenceLine(e.signal, e.role, e.check, e.holds, e.value, e.baseline, e.note, e.replicas)
+    return EvidenceLine(
+        e.signal,
+        e.role,
+        printable(e.check),
+        e.holds,
+        e.value,
+        e.baseline,
+        printable(e.note),
+        tuple(printable(r) for r in e.replicas),
+    )
 
 
 def ranked_cause(c: CauseFinding) -> RankedCause:
     return RankedCause(
         c.cause,
         c.layer,
-        c.title,
+        printable(c.title),
         c.score,
         c.explains,
         c.explained_by,
@@ -274,12 +288,17 @@ def ranked_cause(c: CauseFinding) -> RankedCause:
 
 def walked_cause(c: CauseFinding) -> WalkedCause:
     return WalkedCause(
-        c.cause, c.status, c.score, c.explained_by, c.why_not, tuple(evidence_line(e) for e in c.evidence)
+        c.cause,
+        c.status,
+        c.score,
+        c.explained_by,
+        printable(c.why_not),
+        tuple(evidence_line(e) for e in c.evidence),
     )
 
 
 def action_item(index: int, text: str, confirm: str) -> ActionItem:
-    return ActionItem(index, text, confirm)
+    return ActionItem(index, printable(text), printable(confirm))
 
 
 def headline(d: Diagnosis) -> Headline:
@@ -291,11 +310,11 @@ def verdict(d: Diagnosis) -> Verdict:
 
 
 def forbidden(d: Diagnosis) -> tuple[ForbiddenItem, ...]:
-    return tuple(ForbiddenItem(f.action, f.reason) for f in d.forbidden)
+    return tuple(ForbiddenItem(f.action, printable(f.reason)) for f in d.forbidden)
 
 
 def unreadable(d: Diagnosis) -> tuple[Unreadable, ...]:
-    return tuple(Unreadable(signal, reason) for signal, reason in d.signal_problems)
+    return tuple(Unreadable(printable(signal), printable(reason)) for signal, reason in d.signal_problems)
 
 
 def sections(d: Diagnosis) -> Sections:
@@ -308,6 +327,6 @@ def sections(d: Diagnosis) -> Sections:
         actions=tuple(action_item(i, a.text, a.confirm) for i, a in enumerate(d.first_actions, start=1)),
         forbidden=forbidden(d),
         unreadable=unreadable(d),
-        missing=d.missing_signals,
+        missing=tuple(printable(m) for m in d.missing_signals),
         walked=tuple(walked_cause(c) for c in d.walked),
     )
