@@ -73,7 +73,9 @@ def test_the_terminal_text_shows_the_escapes(hostile: Diagnosis, verbose: bool) 
 
 
 def test_markdown_shows_the_escapes(hostile: Diagnosis) -> None:
-    _escaped(to_markdown(hostile))
+    md = to_markdown(hostile)
+    assert all(raw not in md for raw in RAW)
+    assert "on vllm-0\\\\x1b\\[2J\\\\u202e0-mllv" in md  # Markdown source for `\x1b[2J\u202e`, as shown
 
 
 def test_the_tui_shows_the_escapes(hostile: Diagnosis) -> None:
@@ -110,7 +112,7 @@ def _message(d: Diagnosis, instance: str) -> dict[str, Any]:
     return {
         "kind": "diagnosis",
         "status": "firing",
-        "group_key": "{}:{alertname=\"TTFTHigh\"}",
+        "group_key": '{}:{alertname="TTFTHigh"}',
         "episode": 1,
         "receiver": "triage",
         "external_url": "http://alertmanager.invalid",

@@ -15,9 +15,10 @@ import pytest
 from conftest import ROOT
 
 from signals.fixture import load_fixture
+from triage.core.escape import escape_md
 from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
-from triage.core.render import markdown_template, to_markdown, to_text
+from triage.core.render import to_markdown, to_text
 from triage.core.sections import Sections, sections
 from triage.core.walk import diagnose
 from triage.replay import fixture_symptom
@@ -35,11 +36,6 @@ def diagnosis(graph: TriageGraph) -> Diagnosis:
     d = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
     assert d.top is not None and len(d.causes) > 1 and d.first_actions and d.forbidden
     return d
-
-
-def _e_md(value: str) -> str:
-    escape: Any = markdown_template("diagnosis.md.j2").environment.filters["e_md"]
-    return str(escape(value))
 
 
 def _stored_row(d: Diagnosis) -> dict[str, Any]:
@@ -90,13 +86,13 @@ def test_markdown_carries_every_section(diagnosis: Diagnosis) -> None:
     md = to_markdown(diagnosis)
     assert f"**Verdict:** {top.cause} ({top.layer}) — {top.title}, score {top.score:.2f}." in md
     for e in top.evidence:
-        assert f"| {e.role}: `{e.check}` |" in md and f" | {_e_md(e.note)} |" in md
+        assert f"| {e.role}: `{e.check}` |" in md and f" | {escape_md(e.note)} |" in md
     for c in s.causes:
         assert f"| {c.cause}" in md
     for a in s.actions:
-        assert f"{a.index}. {_e_md(a.text)}" in md and f"`{a.confirm}`" in md
+        assert f"{a.index}. {escape_md(a.text)}" in md and f"`{a.confirm}`" in md
     for f in s.forbidden:
-        assert f"- **{f.action}** — {_e_md(f.reason)}" in md
+        assert f"- **{f.action}** — {escape_md(f.reason)}" in md
 
 
 def test_the_tui_carries_every_section(diagnosis: Diagnosis) -> None:

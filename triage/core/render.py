@@ -13,12 +13,12 @@ from __future__ import annotations
 import io
 import json
 import math
-from typing import Any
 
 import jinja2
 from rich.console import Console
 from rich.text import Text
 
+from triage.core.escape import escape_md
 from triage.core.model import Diagnosis
 from triage.core.sections import Spans, Tone, sections
 
@@ -40,10 +40,6 @@ def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
     return json.dumps(diagnosis.to_json(), indent=indent, ensure_ascii=False)
 
 
-def _escape_md(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("triage.core", "templates"),
     undefined=jinja2.StrictUndefined,
@@ -51,7 +47,7 @@ _ENV = jinja2.Environment(
     keep_trailing_newline=True,
     trim_blocks=False,
 )
-_ENV.filters["e_md"] = _escape_md
+_ENV.filters["e_md"] = escape_md
 
 
 def markdown_template(name: str) -> jinja2.Template:
