@@ -305,10 +305,6 @@ def headline(d: Diagnosis) -> Headline:
     return Headline(d.symptom, d.symptom_source, format_instant(d.at), onset_text(d), d.symptom_visible)
 
 
-def verdict(d: Diagnosis) -> Verdict:
-    return Verdict(ranked_cause(d.top) if d.top else None, d.symptom_visible)
-
-
 def forbidden(d: Diagnosis) -> tuple[ForbiddenItem, ...]:
     return tuple(ForbiddenItem(f.action, printable(f.reason)) for f in d.forbidden)
 
