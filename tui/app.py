@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Footer, OptionList, Select, Static, Tabbe
 
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
+from triage.core.escape import printable
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, SYMPTOMS, Diagnosis
 from triage.core.walk import diagnose, symptom_from_alert
@@ -40,7 +41,7 @@ from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFai
 from tui.rendering import Rendering
 from tui.replay import ReplayCursor
 from tui.screens import HelpScreen
-from tui.view import printable, replica_rows, tile_specs
+from tui.view import replica_rows, tile_specs
 from tui.widgets import (
     SignalTile,
     StatusLine,

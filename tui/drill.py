@@ -14,10 +14,11 @@ from textual.widget import Widget
 from textual.widgets import DataTable, OptionList, Select
 
 from signals.timeparse import format_instant
+from triage.core.escape import printable
 from triage.core.model import Diagnosis
 from tui.feeds import Snapshot
 from tui.screens import SignalScreen
-from tui.view import TileSpec, chart_data, printable
+from tui.view import TileSpec, chart_data
 from tui.widgets import Chart, SignalTile, WalkTree, replica_lines
 
 

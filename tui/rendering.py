@@ -15,9 +15,10 @@ from textual.widgets import DataTable, OptionList, Static, TabbedContent
 from textual.widgets.option_list import Option
 
 from signals.timeparse import format_duration, format_instant
+from triage.core.escape import printable
 from triage.core.model import AUTO, Diagnosis
 from tui.feeds import Feed, Snapshot
-from tui.view import TileSpec, format_value, printable, replica_rows, tiles
+from tui.view import TileSpec, format_value, replica_rows, tiles
 from tui.widgets import SignalTile, StatusLine, WalkTree, action_text, fmt_age, verdict_text, warnings_text
 
 W = TypeVar("W", bound=Widget)

@@ -27,20 +27,6 @@ DEPARTURE = 1.3
 
 GPU_EVENTS = ("gpu_throttle", "gpu_xid", "gpu_ecc_errors")
 
-_UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
-_UNSAFE.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)})
-
-
-def printable(text: str) -> str:
-    """Text from outside (labels, server messages) as it may reach a terminal: controls escaped.
-
-    An ESC in a label would otherwise reach the terminal as a command (clear the screen,
-    move the cursor) and a bidi override would reorder what follows it; both are shown
-    as their escapes instead, e.g. `\\x1b[2J`.
-    """
-    return text.translate(_UNSAFE)
-
-
 NOISE_FLOOR: dict[str, float] = {"s": 0.02, "ratio": 0.005, "requests": 5.0, "1/s": 0.1, "°C": 3.0}
 """Differences smaller than this (per unit) are noise: no amber tile, no outlier cell."""
 

@@ -18,13 +18,22 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from signals.timeparse import format_instant
-from triage.core.model import CauseFinding, Diagnosis, Evidence
+from triage.core.escape import printable
+from triage.core.model import Diagnosis, Evidence
 from triage.core.render import fmt
-from triage.core.walk import onset_text
-from tui.view import ChartData, Tile, format_value, plot_rows, printable, spark
+from triage.core.sections import (
+    EvidenceLine,
+    Spans,
+    Tone,
+    WalkedCause,
+    action_item,
+    evidence_line,
+    sections,
+    walked_cause,
+)
+from tui.view import ChartData, Tile, format_value, plot_rows, spark
 
 STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red", "blind": "magenta"}
-MARK = {True: ("✔", "green"), False: ("✘", "red"), None: ("?", "magenta")}
 BAR = " ▁▂▃▄▅▆▇█"
 
 
@@ -79,32 +88,41 @@ class SignalTile(Widget, can_focus=True):
         return Text.assemble(line, "\n", Text(spark(tile.history, width, lo=floor), style=STYLE[tile.level]))
 
 
-def evidence_text(e: Evidence) -> Text:
-    mark, colour = MARK[e.holds]
-    text = Text()
-    text.append(mark, style=colour)
-    text.append(f" {printable(e.check)}")
-    if e.note:
-        text.append(f"  {printable(e.note)}", style="italic")
-    if e.replicas:
-        more = " …" if len(e.replicas) > 4 else ""
-        text.append(f"  [{printable(', '.join(e.replicas[:4]))}{more}]", style="cyan")
+TONES: dict[Tone, str] = {
+    "plain": "",
+    "holds": "green",
+    "fails": "red",
+    "unknown": "magenta",
+    "muted": "italic",
+    "strong": "bold",
+    "cause": "bold red",
+    "forbidden": "bold red",
+    "replicas": "cyan",
+    "confirm": "cyan",
+    "warn": "yellow",
+    "ok": "green",
+}
+"""The screen's colour for each tone of the diagnosis sections (unknown is magenta, as blind tiles)."""
+
+
+def _append(text: Text, spans: Spans) -> Text:
+    for span in spans:
+        text.append(span.text, style=TONES[span.tone] or None)
     return text
 
 
-def _cause_label(c: CauseFinding) -> Text:
-    if c.status == "ranked":
-        label = Text("✔ ", style="green")
-        label.append(c.cause, style="bold")
-        label.append(f" {c.score:.2f}")
-        if c.explained_by:
-            label.append(f"  via {', '.join(c.explained_by)}", style="italic")
-        return label
-    mark, colour = ("?", "magenta") if c.status == "unproven" else ("✘", "red")
-    label = Text(f"{mark} ", style=colour)
-    label.append(c.cause)
-    label.append(f"  {c.status.replace('_', ' ')}", style="italic")
-    return label
+def _evidence(line: EvidenceLine) -> Text:
+    return _append(Text(), line.spans)
+
+
+def evidence_text(e: Evidence) -> Text:
+    return _evidence(evidence_line(e))
+
+
+def _cause_label(c: WalkedCause) -> Text:
+    """The mark's colour runs through the whole label."""
+    mark, *rest = c.label
+    return _append(Text(mark.text, style=TONES[mark.tone]), tuple(rest))
 
 
 class WalkTree(Tree[str]):
@@ -133,11 +151,12 @@ class WalkTree(Tree[str]):
                 expand=any(c.cause == top for c in findings) or ranked > 0,
             )
             for c in sorted(findings, key=lambda f: (f.status != "ranked", -f.score, f.cause)):
-                cause_node = node.add(_cause_label(c), data="", expand=c.cause == top)
-                if c.why_not:
-                    cause_node.add_leaf(Text(printable(c.why_not), style="italic"), data="")
-                for e in c.evidence:
-                    cause_node.add_leaf(evidence_text(e), data=e.signal)
+                entry = walked_cause(c)
+                cause_node = node.add(_cause_label(entry), data="", expand=c.cause == top)
+                if entry.why_not:
+                    cause_node.add_leaf(Text(entry.why_not, style=TONES["muted"]), data="")
+                for line in entry.evidence:
+                    cause_node.add_leaf(_evidence(line), data=line.signal)
         self.move_cursor(root)
 
     @staticmethod
@@ -153,62 +172,54 @@ class WalkTree(Tree[str]):
 
 def verdict_text(d: Diagnosis) -> Text:
     """The answer in one block: symptom and onset, the top cause with its evidence, the others."""
+    s = sections(d)
     text = Text()
-    text.append(d.symptom.replace("_", " ").upper(), style="bold")
-    text.append(f"  at {format_instant(d.at)} · {onset_text(d)}\n")
-    if d.top:
-        text.append("VERDICT ", style="bold")
-        text.append(d.top.cause, style="bold red")
-        text.append(f" ({d.top.layer}) — {d.top.title}  score {d.top.score:.2f}\n")
-        for e in d.top.evidence:
-            if e.holds or e.role == "requires":
-                text.append("  ")
-                text.append_text(evidence_text(e))
-                text.append("\n")
-        if len(d.causes) > 1:
+    text.append(s.headline.title, style="bold")
+    text.append(f"  at {s.headline.at} · {s.headline.onset}\n")
+    v = s.verdict
+    text.append("VERDICT ", style="bold")
+    if v.top:
+        text.append(v.top.cause, style=TONES[v.tone])
+        text.append(f" ({v.top.layer}) — {v.top.title}  score {v.top.score:.2f}\n")
+        for e in v.top.brief:
+            text.append("  ")
+            text.append_text(_evidence(e))
+            text.append("\n")
+        if s.also:
             text.append("ALSO ", style="bold")
-            text.append(
-                " · ".join(
-                    f"{c.cause} {c.score:.2f}"
-                    + (f" (via {', '.join(c.explained_by)})" if c.explained_by else "")
-                    for c in d.causes[1:]
-                )
-                + "\n"
-            )
-    elif d.symptom_visible:
-        text.append("VERDICT ", style="bold")
-        text.append(
-            "the symptom is real, but no cause in the playbooks holds; nothing is guessed\n", style="yellow"
-        )
+            text.append(" · ".join(c.summary for c in s.also) + "\n")
+    elif v.kind == "unexplained":
+        text.append(f"{v.message}\n", style=TONES[v.tone])
     else:
-        text.append("VERDICT ", style="bold")
-        text.append("no cause departs from its baseline; nothing to blame yet\n", style="green")
+        text.append(f"{v.message}; nothing to blame yet\n", style=TONES[v.tone])
     return text
 
 
 def warnings_text(d: Diagnosis) -> Text:
     """What not to do (red, with the reason) and what the tool cannot see."""
+    s = sections(d)
     text = Text()
     text.append("DO NOT\n", style="bold red")
-    if not d.forbidden:
+    if not s.forbidden:
         text.append("  nothing flagged\n")
-    for f in d.forbidden:
+    for f in s.forbidden:
         text.append("  ✗ ", style="red")
-        text.append(f.action, style="bold red")
-        text.append(f" — {printable(f.reason)}\n")
-    for signal, reason in d.signal_problems:
+        _append(text, f.spans)
+        text.append("\n")
+    for u in s.unreadable:
         text.append("UNREADABLE ", style="bold magenta")
-        text.append(f"{signal}: {printable(reason)}\n")
-    if d.missing_signals:
+        text.append(f"{u.signal}: {u.reason}\n")
+    if s.missing:
         text.append("BLIND SPOTS ", style="bold magenta")
-        text.append(", ".join(d.missing_signals) + " (missing: unknown, never healthy)\n")
+        text.append(", ".join(s.missing) + " (missing: unknown, never healthy)\n")
     return text
 
 
 def action_text(index: int, text: str, confirm: str) -> Text:
-    out = Text(f"{index}. {text}")
-    if confirm:
-        out.append(f"\n   confirm: {confirm}", style="cyan")
+    a = action_item(index, text, confirm)
+    out = Text(f"{a.index}. {a.text}")
+    if a.confirm:
+        out.append(f"\n   confirm: {a.confirm}", style=TONES["confirm"])
     return out
 
 

@@ -200,6 +200,9 @@ def test_text_is_escaped_in_both_formats(reports: dict[str, Report]) -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html and "a&lt;b&gt;" in html
     md = render_report(report, "md", None)
     assert "<script>" not in md and "&lt;script&gt;" in md
+    md = render_report(dataclasses.replace(report, name="evil\x1b[2J\u202e"), "md", None)
+    assert "\x1b" not in md and "\u202e" not in md
+    assert "# Postmortem: evil\\\\x1b\\[2J\\\\u202e" in md and "`evil\\x1b[2J\\u202e`" in md
 
 
 def test_rendering_is_deterministic_and_clock_free(reports: dict[str, Report]) -> None:

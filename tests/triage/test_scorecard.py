@@ -135,7 +135,7 @@ def test_markdown_keeps_a_hostile_name_in_its_cell() -> None:
     md = render_scorecard([hostile], "md", GENERATED)
     row = next(line for line in md.splitlines() if line.startswith("| a "))
     assert row.count(" | ") == 7  # eight cells: the | in the name is escaped
-    assert re.search(r"(?<!\\)<img", md) is None and r"a \| b \<img src=x\> \*c\* d" in row
+    assert "<img" not in md and r"a \| b &lt;img src=x&gt; \*c\* d" in row
     assert "kv_pressure" in row  # ids inside words are not escaped
 
 

@@ -6,8 +6,9 @@ import numpy as np
 from conftest import frame_of, stepped
 
 from signals.fixture import load_fixture
+from triage.core.escape import printable
 from triage.rules import load_slo
-from tui.view import format_value, gpu_health, printable, replica_rows, spark, tile_specs, tiles
+from tui.view import format_value, gpu_health, replica_rows, spark, tile_specs, tiles
 
 STEPS = 40
 

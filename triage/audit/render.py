@@ -1,8 +1,8 @@
 """The audit report as text (a terminal, no colour), Markdown (tickets, wikis) or JSON (tracking).
 
-The Markdown template stays with the core's templates (`triage/core/templates/audit.md.j2`)
-and is loaded through `triage.core.render.markdown_template`, so its table cells are
-escaped by the same `e_md` filter as the diagnosis's.
+The Markdown template is the room's own (`triage/audit/templates/audit.md.j2`), loaded
+through the core's `markdown_environment`, so its table cells are escaped by the same
+`e_md` filter as the diagnosis's.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Final
 from signals.timeparse import format_duration, format_instant
 from triage.audit.checklist import bundled_checklist
 from triage.audit.model import STATUS_ORDER, AuditItem, AuditReport, Section
-from triage.core.render import markdown_template
+from triage.core.render import markdown_environment
 
 FORMATS: Final = ("text", "markdown", "json")
+_MARKDOWN: Final = markdown_environment("triage.audit")
 _MARK: Final = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "not_applicable": "N/A"}
 
 
@@ -53,7 +54,7 @@ def render_audit(report: AuditReport, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
     if fmt == "markdown":
-        return markdown_template("audit.md.j2").render(
+        return _MARKDOWN.get_template("audit.md.j2").render(
             r=report,
             at=format_instant(report.at),
             window=format_duration(report.lookback),

@@ -1,6 +1,8 @@
 """Renderings of a Diagnosis: terminal text, Markdown for tickets, and JSON.
 
-The terminal view puts the symptom and the verdict first so an engineer paged at night
+The text and the Markdown lay out the sections of `triage.core.sections`, which the TUI
+and the webhook service's messages read too, so all of them say the same thing. The
+terminal view puts the symptom and the verdict first so an engineer paged at night
 reads it in ten seconds; colour only on a terminal, and never when NO_COLOR is set
 (rich handles both). Markdown comes from a jinja2 template with autoescaping off (it
 is not HTML) and table cells escaped by a filter; JSON is the contract of VOCABULARY.md.
@@ -11,17 +13,14 @@ from __future__ import annotations
 import io
 import json
 import math
-from typing import Any
 
 import jinja2
 from rich.console import Console
 from rich.text import Text
 
-from signals.timeparse import format_instant
-from triage.core.model import Diagnosis, Evidence
-from triage.core.walk import onset_text
-
-MARK = {True: ("✔", "green"), False: ("✘", "red"), None: ("?", "yellow")}
+from triage.core.escape import escape_md
+from triage.core.model import Diagnosis
+from triage.core.sections import Spans, Tone, sections
 
 
 def fmt(value: float | None) -> str:
@@ -41,39 +40,57 @@ def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
     return json.dumps(diagnosis.to_json(), indent=indent, ensure_ascii=False)
 
 
-def _escape_md(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+def markdown_environment(package: str) -> jinja2.Environment:
+    """The jinja2 environment for a room's bundled Markdown templates (`<package>/templates`).
+
+    No autoescape (Markdown is not HTML); free text is escaped by the one `e_md` filter,
+    so the diagnosis, the audit and any other Markdown product escape alike.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader(package, "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    env.filters["e_md"] = escape_md
+    return env
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("triage.core", "templates"),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-    trim_blocks=False,
-)
-_ENV.filters["e_md"] = _escape_md
+_ENV = markdown_environment("triage.core")
 
 
 def markdown_template(name: str) -> jinja2.Template:
-    """A bundled Markdown template (no autoescape; table cells escaped by the `e_md` filter)."""
+    """A bundled Markdown template of the core (table cells escaped by the `e_md` filter)."""
     return _ENV.get_template(name)
 
 
 def to_markdown(diagnosis: Diagnosis) -> str:
     template = markdown_template("diagnosis.md.j2")
-    return template.render(d=diagnosis, at=format_instant(diagnosis.at), onset=onset_text(diagnosis), fmt=fmt)
+    return template.render(s=sections(diagnosis), fmt=fmt)
 
 
-def _evidence_line(e: Evidence) -> Text:
-    mark, colour = MARK[e.holds]
-    line = Text("    ")
-    line.append(mark, style=colour)
-    line.append(f" {e.check}")
-    if e.note:
-        line.append(f"  {e.note}", style="dim")
-    if e.replicas:
-        line.append(f"  [{', '.join(e.replicas[:4])}{' …' if len(e.replicas) > 4 else ''}]", style="cyan")
+STYLES: dict[Tone, str] = {
+    "plain": "",
+    "holds": "green",
+    "fails": "red",
+    "unknown": "yellow",
+    "muted": "dim",
+    "strong": "bold",
+    "cause": "bold red",
+    "forbidden": "bold red",
+    "replicas": "cyan",
+    "confirm": "cyan",
+    "warn": "bold yellow",
+    "ok": "bold green",
+}
+"""The terminal's colour for each tone of the sections."""
+
+
+def _line(spans: Spans, prefix: str = "", style: str = "") -> Text:
+    line = Text(prefix, style=style)
+    for span in spans:
+        line.append(span.text, style=STYLES[span.tone] or None)
     return line
 
 
@@ -92,71 +109,54 @@ def to_text(diagnosis: Diagnosis, color: bool = False, verbose: bool = False) ->
         no_color=not color,
         color_system="standard" if color else None,
     )
-    d = diagnosis
+    s = sections(diagnosis)
+    h = s.headline
     head = Text()
-    head.append(d.symptom.upper().replace("_", " "), style="bold magenta")
-    head.append(f"  at {format_instant(d.at)} · {onset_text(d)} · symptom {d.symptom_source}", style="dim")
-    if d.symptom_visible is False:
+    head.append(h.title, style="bold magenta")
+    head.append(f"  at {h.at} · {h.onset} · symptom {h.source}", style="dim")
+    if h.visible is False:
         head.append(" · not visible in the signals", style="yellow")
     console.print(head)
+    v = s.verdict
     verdict = Text("VERDICT  ", style="bold")
-    if d.top:
-        verdict.append(d.top.cause, style="bold red")
-        verdict.append(f" ({d.top.layer}) — {d.top.title}  score {d.top.score:.2f}")
-        if d.top.explains:
-            verdict.append(f"  explains {', '.join(d.top.explains)}", style="dim")
-    elif d.symptom_visible:
-        verdict.append(
-            "the symptom is real, but no cause in the playbooks holds; nothing is guessed "
-            "(see the first look and the blind spots)",
-            style="bold yellow",
-        )
+    if v.top:
+        verdict.append(v.top.cause, style=STYLES[v.tone])
+        verdict.append(f" ({v.top.layer}) — {v.top.title}  score {v.top.score:.2f}")
+        if v.top.explains:
+            verdict.append(f"  explains {', '.join(v.top.explains)}", style=STYLES["muted"])
+    elif v.kind == "unexplained":
+        verdict.append(f"{v.message} (see the first look and the blind spots)", style=STYLES[v.tone])
     else:
-        verdict.append("no cause departs from its baseline; nothing to blame yet", style="bold green")
+        verdict.append(f"{v.message}; nothing to blame yet", style=STYLES[v.tone])
     console.print(verdict)
-    if d.top:
-        for e in d.top.evidence:
-            if e.holds or verbose or e.role == "requires":
-                console.print(_evidence_line(e))
-    if len(d.causes) > 1:
-        also = Text("ALSO     ", style="bold")
-        also.append(
-            " · ".join(
-                f"{c.cause} {c.score:.2f}" + (f" (via {', '.join(c.explained_by)})" if c.explained_by else "")
-                for c in d.causes[1:]
-            )
-        )
-        console.print(also)
+    if v.top:
+        for e in v.top.evidence:
+            if e.in_brief or verbose:
+                console.print(_line(e.spans, "    "))
+    if s.also:
+        console.print(Text("ALSO     ", style="bold").append(" · ".join(c.summary for c in s.also)))
         if verbose:
-            for c in d.causes[1:]:
+            for c in s.also:
                 console.print(Text(f"  {c.cause}", style="bold"))
                 for e in c.evidence:
-                    console.print(_evidence_line(e))
+                    console.print(_line(e.spans, "    "))
     console.print(Text("FIRST ACTIONS", style="bold"))
-    if not d.first_actions:
+    if not s.actions:
         console.print(Text("    none: nothing to act on", style="dim"))
-    for i, a in enumerate(d.first_actions, start=1):
-        console.print(Text(f"  {i}. {a.text}"))
+    for a in s.actions:
+        console.print(Text(f"  {a.index}. {a.text}"))
         if a.confirm:
-            console.print(Text(f"     confirm: {a.confirm}", style="cyan"))
+            console.print(Text(f"     confirm: {a.confirm}", style=STYLES["confirm"]))
     console.print(Text("DO NOT", style="bold"))
-    for f in d.forbidden:
-        line = Text("  ✗ ", style="red")
-        line.append(f.action, style="bold red")
-        line.append(f" — {f.reason}")
-        console.print(line)
-    for signal, reason in d.signal_problems:
-        line = Text("UNREADABLE   ", style="bold yellow")
-        line.append(f"{signal}: {reason}")
-        console.print(line)
-    if d.missing_signals:
+    for f in s.forbidden:
+        console.print(_line(f.spans, "  ✗ ", "red"))
+    for u in s.unreadable:
+        console.print(Text("UNREADABLE   ", style="bold yellow").append(f"{u.signal}: {u.reason}"))
+    if s.missing:
         blind = Text("BLIND SPOTS  ", style="bold yellow")
-        blind.append(", ".join(d.missing_signals) + " (missing: unknown, never healthy)")
-        console.print(blind)
-    if verbose:
-        ruled = [c for c in d.walked if c.status != "ranked"]
-        if ruled:
-            console.print(Text("RULED OUT", style="bold"))
-            for c in ruled:
-                console.print(Text(f"  {c.cause}: {c.why_not}", style="dim"))
+        console.print(blind.append(", ".join(s.missing) + " (missing: unknown, never healthy)"))
+    if verbose and s.ruled_out:
+        console.print(Text("RULED OUT", style="bold"))
+        for ruled in s.ruled_out:
+            console.print(Text(f"  {ruled.cause}: {ruled.why_not}", style="dim"))
     return buffer.getvalue()

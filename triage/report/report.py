@@ -31,6 +31,7 @@ from markupsafe import Markup
 from signals.frame import FloatArray, SignalFrame
 from signals.timeparse import format_duration, format_instant
 from signals.vocabulary import SIGNALS
+from triage.core.escape import escape_md, printable
 from triage.core.graph import TriageGraph
 from triage.core.model import LAYERS, CauseFinding, Diagnosis, Evidence
 from triage.core.render import fmt as format_number
@@ -340,15 +341,9 @@ def signed_duration(seconds: float | None) -> str:
     return "—" if seconds is None else format_duration(seconds)
 
 
-def _escape_md(value: Any) -> str:
-    """Text safe in a Markdown table cell or paragraph: no pipes, no line breaks, no raw HTML."""
-    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
 def _code_md(value: Any) -> str:
     """Inline code that survives backticks inside (a longer fence); pipes escaped for tables."""
-    text = str(value).replace("\n", " ").replace("|", "\\|")
+    text = printable(str(value)).replace("\n", " ").replace("|", "\\|")
     fence = "`"
     while fence in text:
         fence += "`"
@@ -361,7 +356,7 @@ def _environment(template_dir: str | None) -> jinja2.Environment:
     """Templates from the user's folder first, then the bundled ones (also as `builtin/...`).
 
     Autoescaping is on for `*.html.j2` (the HTML report) and off for Markdown, whose
-    text goes through the `md` filter instead.
+    text goes through the `e_md` filter instead (also known as `md`).
     """
     builtin = jinja2.PackageLoader("triage.report", "templates")
     loaders: list[jinja2.BaseLoader] = []
@@ -376,7 +371,8 @@ def _environment(template_dir: str | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["md"] = _escape_md
+    env.filters["e_md"] = escape_md
+    env.filters["md"] = escape_md  # the name user templates written before `e_md` use
     env.filters["code"] = _code_md
     return env
 

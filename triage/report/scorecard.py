@@ -24,6 +24,7 @@ import jinja2
 
 from signals.fixture import Fixture
 from signals.timeparse import format_duration, format_instant
+from triage.core.escape import escape_md
 from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
 from triage.replay import Step, check_expect, fixture_symptom, timeline
@@ -309,26 +310,13 @@ def _time_cell(o: FixtureOutcome) -> str:
     return "never" if o.diagnosed != o.expected else "—"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#!])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-
-
-def _escape_md(value: object) -> str:
-    """Text safe in a Markdown table cell: no cell breaks, no markup, no raw HTML.
-
-    Underscores inside words are left alone (GFM does not emphasise them), so cause ids
-    such as kv_pressure stay readable in the source.
-    """
-    text = " ".join(str(value).split())
-    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
-
-
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("triage.report", "templates"),
     undefined=jinja2.StrictUndefined,
     autoescape=lambda name: name is not None and name.endswith(".html.j2"),
     keep_trailing_newline=True,
 )
-_ENV.filters["e_md"] = _escape_md
+_ENV.filters["e_md"] = escape_md
 _ENV.filters["duration"] = _duration
 
 

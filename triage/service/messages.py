@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
-from signals.timeparse import format_instant
+from signals.timeparse import format_instant, parse_instant
+from triage.core.model import Action, CauseFinding, Diagnosis, Evidence, Forbidden
+from triage.core.sections import sections
 
 MAX_ALERTS_KEPT = 1000
 
@@ -29,24 +32,79 @@ def annotation_url(public_url: str | None, annotation_id: int) -> str | None:
     return f"{public_url.rstrip('/')}/annotations/{annotation_id}" if public_url else None
 
 
+def _evidence(data: Mapping[str, Any]) -> Evidence:
+    return Evidence(
+        signal=str(data.get("signal", "")),
+        check=str(data.get("check", "")),
+        holds=data.get("holds"),
+        value=data.get("value"),
+        baseline=data.get("baseline"),
+        role=data.get("role", "requires"),
+        note=str(data.get("note", "")),
+        replicas=tuple(data.get("replicas") or ()),
+    )
+
+
+def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Diagnosis:
+    """The diagnosis back from the JSON the store keeps (VOCABULARY.md's contract).
+
+    Messages are built from the store, long after the worker's Diagnosis is gone; read
+    back, it goes through the same section builders as the terminal and the TUI. What
+    the JSON does not keep (cause titles, the walk's layers) stays empty, and a key an
+    older row lacks reads as empty.
+    """
+    onset = data.get("onset")
+    return Diagnosis(
+        symptom=str(data.get("symptom") or symptom or ""),
+        symptom_source=str(data.get("symptom_source", "")),
+        at=parse_instant(data["at"]) if data.get("at") else 0.0,
+        onset=parse_instant(onset) if onset else None,
+        baseline_window=None,
+        causes=tuple(
+            CauseFinding(
+                cause=str(c.get("cause", "")),
+                layer=str(c.get("layer", "")),
+                title="",
+                status="ranked",
+                score=float(c.get("score") or 0.0),
+                evidence=tuple(_evidence(e) for e in c.get("evidence") or ()),
+                explains=tuple(c.get("explains") or ()),
+                explained_by=tuple(c.get("explained_by") or ()),
+            )
+            for c in data.get("causes") or ()
+        ),
+        first_actions=tuple(
+            Action(str(a.get("id", "")), str(a.get("text", "")), str(a.get("confirm", "")))
+            for a in data.get("first_actions") or ()
+        ),
+        forbidden=tuple(
+            Forbidden(str(f.get("action", "")), str(f.get("reason", ""))) for f in data.get("forbidden") or ()
+        ),
+        missing_signals=tuple(data.get("missing_signals") or ()),
+        symptom_evidence=tuple(_evidence(e) for e in data.get("symptom_evidence") or ()),
+        symptom_visible=data.get("symptom_visible"),
+        signal_problems=tuple((data.get("signal_problems") or {}).items()),
+    )
+
+
 def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
     """The headline of a stored annotation: symptom, top cause, first actions, forbidden actions."""
     if row is None:
         return {"state": "pending", "symptom": None, "cause": None, "signals": None}
     data: dict[str, Any] = json.loads(row["diagnosis"]) if row["diagnosis"] else {}
-    causes = data.get("causes") or []
-    top = causes[0] if causes else None
+    s = sections(stored_diagnosis(data, row["symptom"]))
+    top = s.verdict.top
     return {
         "state": row["state"],
         "symptom": row["symptom"],
         "cause": row["cause"],
-        "layer": top.get("layer") if top else None,
-        "score": top.get("score") if top else None,
-        "also": [c["cause"] for c in causes[1:4]],
+        "layer": top.layer if top else None,
+        "score": top.score if top else None,
+        "also": [c.cause for c in s.also[:3]],
         "signals": row["signals"],
-        "first_actions": [a.get("text", "") for a in (data.get("first_actions") or [])[:3]],
-        "forbidden": [f.get("action", "") for f in data.get("forbidden") or []],
-        "missing_signals": list(data.get("missing_signals") or []),
+        "first_actions": [a.text for a in s.actions[:3]],
+        "forbidden": [f.action for f in s.forbidden],
+        "missing_signals": list(s.missing),
     }
 
 

@@ -4,9 +4,11 @@ Rendering. Templates are jinja2, bundled and overridable from a folder; they run
 `SandboxedEnvironment`, and alert data reaches them only as values (nothing ever
 calls `from_string` on a label). Slack's control characters (`&`, `<`, `>`) are
 escaped on every expression by `finalize`, so a template cannot forget it and a label
-`<!channel>` cannot page a channel; only `link(url, text)` produces a raw link. A
-missing value renders `n/a`. A template that fails (a sandbox violation, a bad
-expression, JSON that does not parse) is counted and the bundled template used.
+`<!channel>` cannot page a channel; only `link(url, text)` produces a raw link. Control
+and bidi characters are shown as their escapes (`triage.core.escape.printable`, as on
+the terminal) in Slack text and on the annotation page. A missing value renders `n/a`.
+A template that fails (a sandbox violation, a bad expression, JSON that does not
+parse) is counted and the bundled template used.
 
 Delivery. One thread per sink sends its messages in order (a `resolved` never
 overtakes the diagnosis it closes), each with an `Idempotency-Key` header that is
@@ -22,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 import threading
 import time
 import urllib.error
@@ -34,8 +35,10 @@ from typing import Any
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
+from markupsafe import Markup
 
 from triage import __version__
+from triage.core.escape import printable
 from triage.service.config import SinkSettings
 from triage.service.metrics import Metrics
 from triage.service.store import OutboxRow, Store
@@ -43,7 +46,6 @@ from triage.service.store import OutboxRow, Store
 _LOG = logging.getLogger("triage.service")
 
 DEFAULT_TEMPLATES = {"webhook": "webhook.json.j2", "slack": "slack.txt.j2"}
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 
 
 class NotAvailable(jinja2.ChainableUndefined):
@@ -59,8 +61,7 @@ class SlackLink(str):
 
 def slack_escape(value: Any) -> str:
     """Slack's control characters as entities, and control characters made visible."""
-    text = str(value)
-    text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    text = printable(str(value))
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -72,6 +73,10 @@ def _slack_finalize(value: Any) -> Any:
     if isinstance(value, jinja2.Undefined):
         return str(value)
     return slack_escape(value)
+
+
+def _page_finalize(value: Any) -> Any:
+    return printable(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 def _link(url: Any, text: Any) -> SlackLink:
@@ -103,7 +108,9 @@ class Renderer:
             "user": SandboxedEnvironment(loader=_loader(folder), undefined=NotAvailable, autoescape=False),
             "bundled": SandboxedEnvironment(loader=_loader(None), undefined=NotAvailable, autoescape=False),
         }
-        self._html = SandboxedEnvironment(loader=_loader(folder), undefined=NotAvailable, autoescape=True)
+        self._html = SandboxedEnvironment(
+            loader=_loader(folder), undefined=NotAvailable, autoescape=True, finalize=_page_finalize
+        )
         for env in (*self._text.values(), *self._json.values()):
             env.globals["link"] = _link
 
