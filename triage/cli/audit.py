@@ -12,18 +12,11 @@ from typing import TextIO
 
 from signals.errors import SignalError
 from triage.audit import AuditSettings, render_audit, run_audit
-from triage.cli.common import EXIT_FAILED, EXIT_OK, Command, Subparsers, live_moment
-from triage.cli.sourceargs import (
-    add_prometheus_options,
-    catalog,
-    duration_arg,
-    prometheus_source,
-    query_options,
-)
+from triage.cli import common, sourceargs
 from triage.rules import load_slo
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     au = sub.add_parser(
         "audit",
         help="check a live fleet against the deployment checklist",
@@ -38,22 +31,22 @@ def add_parser(sub: Subparsers) -> None:
     au.add_argument("--lookback", metavar="DURATION", default="6h", help="history to judge by (default 6h)")
     au.add_argument("--step", metavar="DURATION", default="1m", help="resolution (default 1m)")
     au.add_argument("--slo", metavar="FILE", help="SLO thresholds (as for triage rules)")
-    add_prometheus_options(au, required=True)
+    sourceargs.add_prometheus_options(au, required=True)
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    at = live_moment(args.at, time.time(), "--at")
+    at = common.live_moment(args.at, time.time(), "--at")
     settings = AuditSettings.from_slo(
         load_slo(args.slo),
-        lookback=duration_arg(args.lookback, "--lookback"),
-        step=duration_arg(args.step, "--step"),
+        lookback=sourceargs.duration_arg(args.lookback, "--lookback"),
+        step=sourceargs.duration_arg(args.step, "--step"),
     )
-    report = run_audit(prometheus_source(args), catalog(args), query_options(args), at, settings)
+    report = run_audit(*sourceargs.live_source(args), at, settings)
     if report.nothing_readable:
         reasons = "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:3])
         raise SignalError(f"{args.prometheus}: nothing could be read ({reasons})")
     out.write(render_audit(report, args.format))
-    return EXIT_FAILED if report.counts().get("fail", 0) else EXIT_OK
+    return common.EXIT_FAILED if report.counts().get("fail", 0) else common.EXIT_OK
 
 
-COMMAND = Command("audit", add_parser, cmd_audit)
+COMMAND = common.Command("audit", add_parser, cmd_audit)

@@ -20,17 +20,10 @@ from triage.capacity import load_inputs as load_capacity_inputs
 from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
-from triage.cli.common import EXIT_OK, Command, Subparsers, live_moment
-from triage.cli.sourceargs import (
-    add_prometheus_options,
-    catalog,
-    duration_arg,
-    prometheus_source,
-    query_options,
-)
+from triage.cli import common, sourceargs
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     ca = sub.add_parser(
         "capacity",
         help="how many replicas: KV per token, memory budget, concurrency ceiling, replica count",
@@ -68,13 +61,13 @@ def add_parser(sub: Subparsers) -> None:
     ca.add_argument("--at", metavar="T", help="for measuring: end of the history (default now)")
     ca.add_argument("--format", choices=("text", "json"), default="text")
     ca.add_argument("--list-presets", action="store_true", help="print the model and GPU presets and exit")
-    add_prometheus_options(ca)
+    sourceargs.add_prometheus_options(ca)
 
 
 def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
     if args.list_presets:
         out.write(render_presets())
-        return EXIT_OK
+        return common.EXIT_OK
     flags = {
         "model": args.model,
         "gpu": args.gpu,
@@ -91,12 +84,10 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
     }
     inputs = load_capacity_inputs(args.config, flags)
     if args.prometheus:
-        lookback = duration_arg(args.lookback, "--lookback")
+        lookback = sourceargs.duration_arg(args.lookback, "--lookback")
         step = max(60.0, lookback / 10_000)
-        at = live_moment(args.at, time.time(), "--at")
-        frame, _ = fetch_frame(
-            prometheus_source(args), catalog(args), query_options(args), at, lookback, step
-        )
+        at = common.live_moment(args.at, time.time(), "--at")
+        frame, _ = fetch_frame(*sourceargs.live_source(args), at, lookback, step)
         measured = measure_rate_at_slo(frame, args.ttft_slo, args.tpot_slo)
         if measured is None:
             raise SignalError("no replica served traffic within the SLOs in the window: nothing to measure")
@@ -106,7 +97,7 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
         out.write(render_capacity(result))
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-COMMAND = Command("capacity", add_parser, cmd_capacity)
+COMMAND = common.Command("capacity", add_parser, cmd_capacity)

@@ -14,27 +14,12 @@ from typing import TextIO
 from signals.capture import dump_fixture, frame_to_fixture
 from signals.live import fetch_frame
 from signals.timeparse import format_duration, format_instant
-from triage.cli.common import (
-    EXIT_OK,
-    Command,
-    Subparsers,
-    UsageError,
-    add_playbook_option,
-    live_moment,
-    symptom_arg,
-)
-from triage.cli.sourceargs import (
-    add_prometheus_options,
-    catalog,
-    duration_arg,
-    prometheus_source,
-    query_options,
-)
+from triage.cli import common, sourceargs
 from triage.core.model import AUTO
 from triage.sources import load_playbooks
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     cp = sub.add_parser(
         "capture",
         help="record a live incident as a fixture",
@@ -46,23 +31,22 @@ def add_parser(sub: Subparsers) -> None:
     cp.add_argument("--step", metavar="DURATION", default="15s", help="resolution (default 15s)")
     cp.add_argument("--symptom", metavar="ID", help="symptom to record in the fixture")
     cp.add_argument("-o", "--output", required=True, metavar="FILE", help="fixture file to write")
-    add_playbook_option(cp)
-    add_prometheus_options(cp, required=True)
+    common.add_playbook_option(cp)
+    sourceargs.add_prometheus_options(cp, required=True)
 
 
 def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
     now = time.time()
-    start = live_moment(args.start, now, "--start")
-    end = live_moment(args.end, now, "--end")
-    if end <= start:
-        raise UsageError("--end must be after --start")
-    step = duration_arg(args.step, "--step")
+    start, end = common.live_range(args, now)
+    step = sourceargs.duration_arg(args.step, "--step")
     if (end - start) / step > 11_000:
-        raise UsageError("--step: Prometheus answers at most 11,000 points per series; use a larger step")
+        raise common.UsageError(
+            "--step: Prometheus answers at most 11,000 points per series; use a larger step"
+        )
     kb = load_playbooks(args.playbooks)
-    symptom = symptom_arg(args.symptom, kb)
-    prometheus = prometheus_source(args)
-    frame, report = fetch_frame(prometheus, catalog(args), query_options(args), end, end - start, step)
+    symptom = common.symptom_arg(args.symptom, kb)
+    prometheus, cat, options = sourceargs.live_source(args)
+    frame, report = fetch_frame(prometheus, cat, options, end, end - start, step)
     name = Path(args.output).stem
     doc = frame_to_fixture(
         frame,
@@ -73,7 +57,7 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
     try:
         Path(args.output).write_text(dump_fixture(doc), encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--output: cannot write {args.output}: {exc.strerror}") from None
+        raise common.UsageError(f"--output: cannot write {args.output}: {exc.strerror}") from None
     blind = sorted(s for s, st in report.statuses.items() if st.blind)
     out.write(
         f"wrote {args.output}: {len(frame.series)} series of {len(frame.signals())} signals, "
@@ -84,7 +68,7 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
     if blind:
         out.write(f"  blind: {', '.join(blind)}\n")
     out.write("add an expect block to make it a regression test\n")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-COMMAND = Command("capture", add_parser, cmd_capture)
+COMMAND = common.Command("capture", add_parser, cmd_capture)

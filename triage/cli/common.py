@@ -153,6 +153,15 @@ def live_moment(value: str | None, now: float, flag: str) -> float:
         raise UsageError(f"{flag}: {exc}") from None
 
 
+def live_range(args: argparse.Namespace, now: float) -> tuple[float, float]:
+    """`--start` and `--end` of a capture, read against `now`; the end must come after the start."""
+    start = live_moment(args.start, now, "--start")
+    end = live_moment(args.end, now, "--end")
+    if end <= start:
+        raise UsageError("--end must be after --start")
+    return start, end
+
+
 def write_output(path: str, text: str, flag: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")

@@ -14,33 +14,15 @@ from typing import TextIO
 from signals.fixture import Fixture, is_offset
 from signals.live import fetch_frame
 from signals.timeparse import format_instant, parse_duration, parse_instant
+from triage.cli import common, sourceargs
 from triage.cli.alertfile import read_alert
-from triage.cli.common import (
-    EXIT_OK,
-    Command,
-    Subparsers,
-    UsageError,
-    add_playbook_option,
-    graph_from_args,
-    live_moment,
-    load_checked_fixture,
-    symptom_arg,
-    use_color,
-)
-from triage.cli.sourceargs import (
-    add_prometheus_options,
-    catalog,
-    duration_arg,
-    prometheus_source,
-    query_options,
-)
 from triage.core.model import AUTO, Diagnosis
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import fixture_symptom
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     d = sub.add_parser(
         "diagnose",
         help="diagnose an incident at one moment, from a fixture or a live Prometheus",
@@ -70,8 +52,8 @@ def add_parser(sub: Subparsers) -> None:
     d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
-    add_playbook_option(d)
-    add_prometheus_options(d)
+    common.add_playbook_option(d)
+    sourceargs.add_prometheus_options(d)
 
 
 def _at_arg(value: str | None, fixture: Fixture) -> float:
@@ -80,9 +62,9 @@ def _at_arg(value: str | None, fixture: Fixture) -> float:
     try:
         at = fixture.start + parse_duration(value) if is_offset(value) else parse_instant(value)
     except ValueError as exc:
-        raise UsageError(f"--at: {exc}") from None
+        raise common.UsageError(f"--at: {exc}") from None
     if not fixture.frame.start <= at <= fixture.frame.end:
-        raise UsageError(
+        raise common.UsageError(
             f"--at: {format_instant(at)} is outside the data "
             f"({format_instant(fixture.frame.start)} to {format_instant(fixture.frame.end)})"
         )
@@ -95,14 +77,14 @@ def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None
     elif args.format == "markdown":
         out.write(to_markdown(diagnosis))
     else:
-        out.write(to_text(diagnosis, color=use_color(out), verbose=args.verbose))
+        out.write(to_text(diagnosis, color=common.use_color(out), verbose=args.verbose))
 
 
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     if bool(args.fixture) == bool(args.prometheus):
-        raise UsageError("give either --fixture PATH or --prometheus URL")
-    graph = graph_from_args(args)
-    symptom = symptom_arg(args.symptom, graph.knowledge)
+        raise common.UsageError("give either --fixture PATH or --prometheus URL")
+    graph = common.graph_from_args(args)
+    symptom = common.symptom_arg(args.symptom, graph.knowledge)
     alert = read_alert(args.alert) if args.alert else None
     if alert is not None and symptom is None:
         symptom = symptom_from_alert(alert.labels, graph.knowledge)
@@ -110,7 +92,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     else:
         source = "given" if symptom else "auto"
     if args.fixture:
-        fixture = load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
+        fixture = common.load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
         at = _at_arg(args.at, fixture)
         if alert is not None and args.at is None and alert.starts_at is not None:
             at = _at_arg(format_instant(alert.starts_at), fixture)
@@ -119,19 +101,19 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
         else:
             chosen = symptom
         _render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
-        return EXIT_OK
+        return common.EXIT_OK
     now = time.time()
-    at = live_moment(args.at, now, "--at")
+    at = common.live_moment(args.at, now, "--at")
     if args.at is None and alert is not None and alert.starts_at is not None:
         at = alert.starts_at
-    lookback = duration_arg(args.lookback, "--lookback")
-    step = duration_arg(args.step, "--step")
-    prometheus = prometheus_source(args)
-    frame, report = fetch_frame(prometheus, catalog(args), query_options(args), at, lookback, step)
+    lookback = sourceargs.duration_arg(args.lookback, "--lookback")
+    step = sourceargs.duration_arg(args.step, "--step")
+    prometheus, cat, options = sourceargs.live_source(args)
+    frame, report = fetch_frame(prometheus, cat, options, at, lookback, step)
     diagnosis = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
     diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
     _render(diagnosis, args, out)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-COMMAND = Command("diagnose", add_parser, cmd_diagnose)
+COMMAND = common.Command("diagnose", add_parser, cmd_diagnose)

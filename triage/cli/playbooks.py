@@ -11,19 +11,12 @@ import sys
 from typing import TextIO
 
 from signals.errors import InputErrors
-from triage.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Command,
-    MissingSubcommand,
-    Subparsers,
-    add_playbook_option,
-)
+from triage.cli import common
 from triage.core.graph import build_graph
 from triage.sources import default_playbook_dir, load_playbooks
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     p = sub.add_parser("playbooks", help="work with the playbooks")
     psub = p.add_subparsers(dest="playbooks_command", metavar="SUBCOMMAND")
     pc = psub.add_parser(
@@ -33,7 +26,7 @@ def add_parser(sub: Subparsers) -> None:
         "Prints every problem as file:line: key: message; exit 1 if any.",
     )
     pc.add_argument("--first", action="store_true", help="stop at the first problem")
-    add_playbook_option(pc)
+    common.add_playbook_option(pc)
 
 
 def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -45,20 +38,20 @@ def cmd_playbooks_check(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{problem}\n")
         count = len(exc.problems)
         sys.stderr.write(f"{count} problem{'s' if count != 1 else ''} in {directory}\n")
-        return EXIT_FAILED
+        return common.EXIT_FAILED
     graph = build_graph(kb)
     out.write(
         f"{directory}: ok: {len(kb.symptoms)} symptoms, {len(kb.causes)} causes, "
         f"{len(kb.actions)} actions, {len(kb.forbidden)} forbidden actions, "
         f"{graph.graph.number_of_nodes()} nodes, {graph.graph.number_of_edges()} edges\n"
     )
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.playbooks_command == "check":
         return cmd_playbooks_check(args, out)
-    raise MissingSubcommand
+    raise common.MissingSubcommand
 
 
-COMMAND = Command("playbooks", add_parser, run)
+COMMAND = common.Command("playbooks", add_parser, run)

@@ -12,20 +12,11 @@ import json
 from typing import TextIO
 
 from signals.timeparse import format_duration, format_instant, parse_duration
-from triage.cli.common import (
-    EXIT_OK,
-    Command,
-    Subparsers,
-    UsageError,
-    add_playbook_option,
-    graph_from_args,
-    load_checked_fixture,
-    symptom_arg,
-)
+from triage.cli import common
 from triage.replay import fixture_symptom, summarise, timeline
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     r = sub.add_parser(
         "replay",
         help="the diagnosis at every step through an incident",
@@ -36,19 +27,21 @@ def add_parser(sub: Subparsers) -> None:
     r.add_argument("--every", default="1m", metavar="DURATION", help="step between diagnoses (default 1m)")
     r.add_argument("--symptom", metavar="ID")
     r.add_argument("--format", choices=("text", "json"), default="text")
-    add_playbook_option(r)
+    common.add_playbook_option(r)
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    graph = graph_from_args(args)
-    fixture = load_checked_fixture(args.fixture, graph.knowledge)
-    symptom, source = fixture_symptom(fixture, symptom_arg(args.symptom, graph.knowledge), graph.knowledge)
+    graph = common.graph_from_args(args)
+    fixture = common.load_checked_fixture(args.fixture, graph.knowledge)
+    symptom, source = fixture_symptom(
+        fixture, common.symptom_arg(args.symptom, graph.knowledge), graph.knowledge
+    )
     try:
         every = parse_duration(args.every)
     except ValueError as exc:
-        raise UsageError(f"--every: {exc}") from None
+        raise common.UsageError(f"--every: {exc}") from None
     if every < fixture.interval:
-        raise UsageError(
+        raise common.UsageError(
             f"--every: {args.every} is shorter than the fixture's interval "
             f"({format_duration(fixture.interval)})"
         )
@@ -77,7 +70,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             ],
         }
         out.write(json.dumps(payload, indent=2) + "\n")
-        return EXIT_OK
+        return common.EXIT_OK
     out.write(f"{fixture.name}: {len(steps)} steps every {format_duration(every)}, symptom {symptom}\n")
     previous: tuple[str, ...] | None = None
     for s in steps:
@@ -99,7 +92,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         if summary.onset_to_settled is not None:
             line += f", {format_duration(summary.onset_to_settled)} after the onset"
         out.write(line + "\n")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-COMMAND = Command("replay", add_parser, cmd_replay)
+COMMAND = common.Command("replay", add_parser, cmd_replay)

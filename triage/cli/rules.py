@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import TextIO
 
 from signals.catalog import load_catalog
-from triage.cli.common import EXIT_OK, Command, Subparsers, UsageError
-from triage.cli.sourceargs import query_options
+from triage.cli import common, sourceargs
 from triage.rules import load_slo, render_rules
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     ru = sub.add_parser(
         "rules",
         help="Prometheus recording and alerting rules that feed the triage",
@@ -43,22 +42,22 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
-    text = render_rules(load_catalog(args.catalog), load_slo(args.slo), query_options(args))
+    text = render_rules(load_catalog(args.catalog), load_slo(args.slo), sourceargs.query_options(args))
     if not args.output:
         out.write(text)
-        return EXIT_OK
+        return common.EXIT_OK
     target = Path(args.output)
     partial = target.with_name(f".{target.name}.partial")
     try:
         partial.write_text(text, encoding="utf-8")
         partial.replace(target)
     except OSError as exc:
-        raise UsageError(f"-o {args.output}: {exc.strerror}") from None
+        raise common.UsageError(f"-o {args.output}: {exc.strerror}") from None
     count = sum(1 for line in text.splitlines() if line.lstrip().startswith(("- record:", "- alert:")))
     sys.stderr.write(
         f"triage: wrote {count} rules to {args.output} (check with: promtool check rules {args.output})\n"
     )
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-COMMAND = Command("rules", add_parser, cmd_rules)
+COMMAND = common.Command("rules", add_parser, cmd_rules)

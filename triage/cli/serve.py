@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from triage.cli.common import Command
+from triage.cli import common
 from triage.service.command import add_serve_parser, run_serve
 
 
@@ -17,4 +17,4 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     return run_serve(args)
 
 
-COMMAND = Command("serve", add_serve_parser, cmd_serve)
+COMMAND = common.Command("serve", add_serve_parser, cmd_serve)

@@ -12,13 +12,12 @@ import json
 from typing import TextIO
 
 from signals.catalog import resolve
-from triage.cli.common import EXIT_OK, Command, MissingSubcommand, Subparsers, add_playbook_option
-from triage.cli.sourceargs import add_prometheus_options, catalog, prometheus_source
+from triage.cli import common, sourceargs
 from triage.core.playbook import AnyOf, Knowledge
 from triage.sources import load_playbooks
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     sg = sub.add_parser("signals", help="what a live Prometheus can tell")
     sgsub = sg.add_subparsers(dest="signals_command", metavar="SUBCOMMAND")
     sc = sgsub.add_parser(
@@ -28,8 +27,8 @@ def add_parser(sub: Subparsers) -> None:
         "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
     )
     sc.add_argument("--format", choices=("text", "json"), default="text")
-    add_playbook_option(sc)
-    add_prometheus_options(sc, required=True)
+    common.add_playbook_option(sc)
+    sourceargs.add_prometheus_options(sc, required=True)
 
 
 def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
@@ -46,9 +45,9 @@ def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
 
 def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     kb = load_playbooks(args.playbooks)
-    prometheus = prometheus_source(args)
+    prometheus = sourceargs.prometheus_source(args)
     names = prometheus.metric_names()
-    resolutions = resolve(catalog(args), names)
+    resolutions = resolve(sourceargs.catalog(args), names)
     blind = {name for name, r in resolutions.items() if r.blind}
     unprovable = unprovable_causes(kb, blind)
     deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
@@ -69,7 +68,7 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
             "deprecated_in_use": deprecated,
         }
         out.write(json.dumps(payload, indent=2) + "\n")
-        return EXIT_OK
+        return common.EXIT_OK
     out.write(
         f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
         f"{len(resolutions)} signals resolved\n"
@@ -93,13 +92,13 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
         out.write("every cause can be proven from what this server has\n")
     if deprecated:
         out.write(f"deprecated metric names in use: {', '.join(deprecated)} (renamed in vLLM 0.9-0.11)\n")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.signals_command == "check":
         return cmd_signals_check(args, out)
-    raise MissingSubcommand
+    raise common.MissingSubcommand
 
 
-COMMAND = Command("signals", add_parser, run)
+COMMAND = common.Command("signals", add_parser, run)

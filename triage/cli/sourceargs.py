@@ -115,6 +115,12 @@ def catalog(args: argparse.Namespace) -> Catalog:
     return load_catalog(args.catalog)
 
 
+def live_source(args: argparse.Namespace) -> tuple[PrometheusSource, Catalog, QueryOptions]:
+    """The server, the catalog and the query options the live flags describe, as every live command
+    reads them (the server's flags are checked first, so their errors come first)."""
+    return prometheus_source(args), catalog(args), query_options(args)
+
+
 def duration_arg(value: str, flag: str) -> float:
     try:
         seconds = parse_duration(value)

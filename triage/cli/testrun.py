@@ -14,17 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from signals.errors import InputError, InputErrors, SignalError
-from triage.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Command,
-    Subparsers,
-    UsageError,
-    add_playbook_option,
-    graph_from_args,
-    load_checked_fixture,
-    write_output,
-)
+from triage.cli import common
 from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
 from triage.report.scorecard import (
@@ -37,7 +27,7 @@ from triage.report.scorecard import (
 )
 
 
-def add_parser(sub: Subparsers) -> None:
+def add_parser(sub: common.Subparsers) -> None:
     t = sub.add_parser(
         "test",
         help="replay fixtures and check their expect blocks",
@@ -48,7 +38,7 @@ def add_parser(sub: Subparsers) -> None:
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
     t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
-    add_playbook_option(t)
+    common.add_playbook_option(t)
 
 
 def _fixture_paths(paths: Sequence[str]) -> list[str]:
@@ -60,21 +50,21 @@ def _fixture_paths(paths: Sequence[str]) -> list[str]:
         elif p.exists():
             found.append(str(p))
         else:
-            raise UsageError(f"{raw}: no such file or folder")
+            raise common.UsageError(f"{raw}: no such file or folder")
     return found
 
 
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
-    graph = graph_from_args(args)
+    graph = common.graph_from_args(args)
     paths = _fixture_paths(args.paths)
     if not paths:
-        raise UsageError("no fixture files found")
+        raise common.UsageError("no fixture files found")
     fmt = None
     if args.scorecard:
         try:
             fmt = scorecard_format(args.scorecard)
         except ValueError as exc:
-            raise UsageError(f"--scorecard: {exc}") from None
+            raise common.UsageError(f"--scorecard: {exc}") from None
     passed = failed = skipped = 0
     names: dict[str, str] = {}
     outcomes: list[FixtureOutcome] = []
@@ -82,7 +72,7 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     for path in paths:
         t0 = time.perf_counter()
         try:
-            fixture = load_checked_fixture(path, graph.knowledge)
+            fixture = common.load_checked_fixture(path, graph.knowledge)
         except (InputError, InputErrors, SignalError) as exc:
             failed += 1
             outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0))
@@ -120,11 +110,11 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(f"    {problem}\n")
     elapsed = time.perf_counter() - started
     if args.junit:
-        write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
+        common.write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
     if args.scorecard and fmt:
-        write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
+        common.write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
     out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
-    return EXIT_FAILED if failed else EXIT_OK
+    return common.EXIT_FAILED if failed else common.EXIT_OK
 
 
-COMMAND = Command("test", add_parser, cmd_test)
+COMMAND = common.Command("test", add_parser, cmd_test)
