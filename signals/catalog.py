@@ -15,6 +15,7 @@ import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,6 +27,9 @@ BUNDLED = Path(__file__).resolve().parent / "catalog.yaml"
 PLACEHOLDERS = frozenset({"replica", "sel", "window"})
 DEFAULT_WINDOW = "5m"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+Exporter = Literal["engine", "gpu", "kube_pod", "kube_workload", "gateway"]
+EXPORTERS: tuple[Exporter, ...] = ("engine", "gpu", "kube_pod", "kube_workload", "gateway")
+"""Whose labels a source's series carry: each names a replica (or a workload) its own way."""
 
 
 class SourceSpec(BaseModel):
@@ -34,6 +38,7 @@ class SourceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str = Field(min_length=1)
+    exporter: Exporter = "engine"
     requires: tuple[str, ...] = ()
     requires_any: tuple[str, ...] = ()
     deprecated: tuple[str, ...] = ()
@@ -98,13 +103,32 @@ class Resolution:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """One exporter's view of the replicas being diagnosed: its matchers, the label naming a
+    replica in its series, and replica names to rewrite (a worker pod to its group's leader)."""
+
+    selector: str
+    replica_label: str
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class QueryOptions:
-    """How templates are filled: the replica label, the user's selector, the rate window."""
+    """How templates are filled: the replica label, the user's selector, the rate window.
+
+    `scopes` holds, per exporter, the selector and replica label that scope its series to
+    one fleet; an exporter without one uses `selector` and `replica_label`.
+    """
 
     replica_label: str = "instance"
     selector: str = ""
     window: str = DEFAULT_WINDOW
     extra: Mapping[str, str] = field(default_factory=dict)
+    scopes: Mapping[str, Scope] = field(default_factory=dict)
+
+    def scope(self, exporter: str) -> Scope:
+        """The exporter's own scope, or the user's selector and replica label."""
+        return self.scopes.get(exporter) or Scope(self.selector, self.replica_label)
 
 
 def _validate(doc: Document) -> CatalogFile:
@@ -165,10 +189,11 @@ def normalise_selector(selector: str) -> str:
     return text.rstrip(",")
 
 
-def render(template: str, options: QueryOptions) -> str:
-    """Fill a query template; empty selectors leave no stray commas."""
+def render(template: str, options: QueryOptions, exporter: str = "engine") -> str:
+    """Fill a query template with the exporter's scope; empty selectors leave no stray commas."""
+    scope = options.scope(exporter)
     text = string.Template(template).substitute(
-        replica=options.replica_label, sel=options.selector, window=options.window
+        replica=scope.replica_label, sel=scope.selector, window=options.window
     )
     return text.replace("{,", "{").replace(",}", "}")
 

@@ -9,11 +9,12 @@ reason is kept in the report.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from signals.catalog import Catalog, QueryOptions, Resolution, render, resolve
+from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, resolve
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
 from signals.prometheus import PrometheusSource, QueryResult
@@ -62,10 +63,20 @@ def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> 
     queries: dict[str, str] = {}
     for name, res in resolutions.items():
         if res.replica is not None and res.replica.replica is not None:
-            queries[f"{name}/replica"] = render(res.replica.replica, options)
+            queries[f"{name}/replica"] = render(res.replica.replica, options, res.replica.exporter)
         if res.fleet is not None and res.fleet.fleet is not None:
-            queries[f"{name}/fleet"] = render(res.fleet.fleet, options)
+            queries[f"{name}/fleet"] = render(res.fleet.fleet, options, res.fleet.exporter)
     return queries
+
+
+def query_scopes(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, Scope]:
+    """`signal/view` -> the scope its query was rendered with (its replica label, its renames)."""
+    scopes: dict[str, Scope] = {}
+    for name, res in resolutions.items():
+        for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
+            if spec is not None:
+                scopes[f"{name}/{view}"] = options.scope(spec.exporter)
+    return scopes
 
 
 def _place(times: np.ndarray, values: np.ndarray, grid: np.ndarray, step: float) -> np.ndarray:
@@ -79,9 +90,18 @@ def _place(times: np.ndarray, values: np.ndarray, grid: np.ndarray, step: float)
 
 
 def frame_from_results(
-    results: dict[str, QueryResult], grid: np.ndarray, step: float, replica_label: str, source: str
+    results: dict[str, QueryResult],
+    grid: np.ndarray,
+    step: float,
+    replica_label: str,
+    source: str,
+    scopes: Mapping[str, Scope] | None = None,
 ) -> tuple[SignalFrame, dict[str, list[str]]]:
-    """Series on the grid, the replica label renamed to `instance`; problems per signal."""
+    """Series on the grid, the replica label renamed to `instance`; problems per signal.
+
+    `scopes` gives a query its own replica label and renames (an exporter scoped to a
+    fleet); a query without one reads `replica_label`.
+    """
     series: list[Series] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     problems: dict[str, list[str]] = {}
@@ -91,17 +111,20 @@ def frame_from_results(
         if result.error:
             problems.setdefault(signal, []).append(f"{view}: {result.error}")
             continue
+        scope = (scopes or {}).get(key)
+        label = scope.replica_label if scope is not None else replica_label
+        renames = scope.renames if scope is not None else {}
         for labels, times, values in result.series:
             labels = {k: v for k, v in labels.items() if k != "__name__"}
             if view == "replica":
-                name = labels.pop(replica_label, None)
+                name = labels.pop(label, None)
                 if name is None:
                     continue
                 labels.pop(REPLICA_LABEL, None)
-                labels[REPLICA_LABEL] = name
+                labels[REPLICA_LABEL] = renames.get(name, name)
             else:
                 labels.pop(REPLICA_LABEL, None)
-                labels.pop(replica_label, None)
+                labels.pop(label, None)
             canonical = labels_of(labels)
             if (signal, canonical) in seen:
                 continue
@@ -115,14 +138,20 @@ def frame_from_results(
 
 
 def frame_from_round(
-    results: dict[str, QueryResult], start: float, at: float, step: float, options: QueryOptions, server: str
+    results: dict[str, QueryResult],
+    start: float,
+    at: float,
+    step: float,
+    options: QueryOptions,
+    server: str,
+    scopes: Mapping[str, Scope] | None = None,
 ) -> tuple[SignalFrame, dict[str, list[str]]]:
     """The frame of one round of range queries over [start, at]; SignalError when it holds nothing."""
     if all(r.error for r in results.values()):
         first = next(iter(results.values()))
         raise SignalError(f"{server}: no query could be answered ({first.error})")
     grid = start + step * np.arange(round((at - start) / step) + 1, dtype=np.float64)
-    frame, problems = frame_from_results(results, grid, step, options.replica_label, server)
+    frame, problems = frame_from_results(results, grid, step, options.replica_label, server, scopes)
     if not frame.signals():
         scope = f" matching {{{options.selector}}}" if options.selector else ""
         raise SignalError(
@@ -150,7 +179,8 @@ def fetch_frame(
             f"({len(names)} metric names); check the URL and the selector"
         )
     results = prometheus.range_queries(queries, at - lookback, at, step)
-    frame, problems = frame_from_round(results, at - lookback, at, step, options, prometheus.url)
+    scopes = query_scopes(resolutions, options)
+    frame, problems = frame_from_round(results, at - lookback, at, step, options, prometheus.url, scopes)
     statuses: dict[str, SignalStatus] = {}
     for name in SIGNALS:
         res = resolutions[name]
