@@ -1,0 +1,20 @@
+"""Fleets: the replicas that serve one model in one workload, found in one Prometheus.
+
+`inventory` fetches the label sets once, `discover` joins them (pure), and `scope`
+turns one fleet into each exporter's own selector and replica label, so every query of
+a diagnosis reads that fleet alone and no layer is blinded by the scoping.
+"""
+
+from signals.fleets.discover import DEFAULT_FLEET_LABELS, Inventory, discover
+from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
+
+__all__ = [
+    "DEFAULT_FLEET_LABELS",
+    "Fleet",
+    "FleetMap",
+    "Gpu",
+    "Inventory",
+    "JoinProblem",
+    "Workload",
+    "discover",
+]

@@ -1,0 +1,320 @@
+"""Finding the fleets of one Prometheus from the label sets its exporters publish.
+
+Pure: it takes the rows `signals.fleets.inventory` fetched once (each a label mapping)
+and joins them on labels only, never on the shape of a pod's name:
+
+- engine series (vLLM, SGLang) give the fleets: grouped by the fleet labels, a replica
+  per `pod` (or `instance` where no pod label exists). Series with a `server` label are
+  a router's view of its engines (the vLLM production-stack router re-exports the
+  engines' gauges that way) and are joined to replicas through the pod IP instead;
+- kube-state-metrics gives the workload: `kube_pod_owner` → `kube_replicaset_owner` →
+  Deployment, or a StatefulSet. A LeaderWorkerSet has no collector: its leader pods
+  belong to the leader StatefulSet `<lws>`, and each group's worker StatefulSet carries
+  the leader pod's own name (the LWS contract: the leader pod owns it), so a worker pod
+  is tied to its leader by that exact name;
+- DCGM series map to a replica by `exported_pod`/`exported_namespace` (the GPU
+  Operator's ServiceMonitor renames the workload's labels), by `pod`/`namespace` (an
+  exporter whose labels are honoured), or, where the exporter maps no pod at all, by
+  `Hostname` → node → the fleet's pods on that node (`kube_pod_info`).
+
+Whatever cannot be joined becomes a `JoinProblem` naming the exporter and what was missing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
+
+Row = Mapping[str, str]
+DEFAULT_FLEET_LABELS: tuple[str, ...] = ("namespace", "model_name")
+ENGINES = {
+    "vllm:num_requests_running": "vllm",
+    "sglang:num_running_reqs": "sglang",
+}
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The label sets discovery reads; each list may be empty (that exporter is absent)."""
+
+    engines: Sequence[Row] = ()
+    pods: Sequence[Row] = ()
+    pod_owners: Sequence[Row] = ()
+    replicaset_owners: Sequence[Row] = ()
+    gpus: Sequence[Row] = ()
+    problems: Sequence[JoinProblem] = field(default_factory=tuple)
+
+
+def _hostname(row: Row) -> str:
+    return row.get("Hostname") or row.get("hostname") or ""
+
+
+class _Kube:
+    """kube-state-metrics' pods, placement and owners, indexed for the joins."""
+
+    def __init__(self, inv: Inventory) -> None:
+        self.problems: list[JoinProblem] = []
+        self.info: dict[tuple[str, str], Row] = {
+            (r.get("namespace", ""), r.get("pod", "")): r for r in inv.pods
+        }
+        self.by_ip: dict[str, tuple[str, str]] = {}
+        for key, row in self.info.items():
+            if row.get("pod_ip"):
+                self.by_ip[row["pod_ip"]] = key
+        owners: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+        for r in inv.pod_owners:
+            if r.get("owner_kind") and r.get("owner_name"):
+                owners[(r.get("namespace", ""), r.get("pod", ""))].add((r["owner_kind"], r["owner_name"]))
+        self.owner: dict[tuple[str, str], tuple[str, str]] = {}
+        for key, found in sorted(owners.items()):
+            if len(found) > 1:
+                claims = ", ".join(f"{k}/{n}" for k, n in sorted(found))
+                self.problems.append(
+                    JoinProblem(
+                        "kube-state-metrics", f"pod {key[0]}/{key[1]} is claimed by {claims}: not joined"
+                    )
+                )
+                continue
+            self.owner[key] = next(iter(found))
+        self.rs_owner: dict[tuple[str, str], tuple[str, str]] = {
+            (r.get("namespace", ""), r.get("replicaset", "")): (
+                r.get("owner_kind", ""),
+                r.get("owner_name", ""),
+            )
+            for r in inv.replicaset_owners
+            if r.get("owner_kind")
+        }
+
+    def workload(self, namespace: str, pod: str) -> Workload | None:
+        owner = self.owner.get((namespace, pod))
+        if owner is None:
+            return None
+        kind, name = owner
+        if kind == "ReplicaSet":
+            parent = self.rs_owner.get((namespace, name))
+            return Workload(parent[0], parent[1]) if parent else Workload("ReplicaSet", name)
+        return Workload(kind, name)
+
+    def pods_of(self, namespace: str, kind: str, name: str) -> list[str]:
+        return sorted(p for (ns, p), owner in self.owner.items() if ns == namespace and owner == (kind, name))
+
+
+@dataclass
+class _Draft:
+    labels: tuple[tuple[str, str], ...]
+    engine: str
+    replica_label: str
+    replicas: set[str] = field(default_factory=set)
+    series_without_pod: int = 0
+
+
+def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS) -> FleetMap:
+    """The fleets `inv` shows, each with its replicas, workload, GPUs and failed joins."""
+    kube = _Kube(inv)
+    problems: list[JoinProblem] = [*inv.problems, *kube.problems]
+    drafts: dict[tuple[tuple[str, str], ...], _Draft] = {}
+    routers: list[Row] = []
+    missing: dict[str, int] = defaultdict(int)
+    for row in inv.engines:
+        if row.get("server"):
+            routers.append(row)
+            continue
+        for label in fleet_labels:
+            if not row.get(label):
+                missing[label] += 1
+        labels = tuple((label, row.get(label, "")) for label in fleet_labels)
+        replica_label = "pod" if row.get("pod") else "instance"
+        draft = drafts.setdefault(
+            labels, _Draft(labels, ENGINES.get(row.get("__name__", ""), "engine"), replica_label)
+        )
+        if row.get(replica_label):
+            draft.replicas.add(row[replica_label])
+    for label, count in sorted(missing.items()):
+        problems.append(JoinProblem("engine", f"the fleet label '{label}' is missing", count))
+
+    fleets = [_fleet(d, kube) for draft in drafts.values() for d in _by_workload(draft, kube)]
+    fleets = _with_gpus(fleets, inv.gpus, kube, problems)
+    fleets = _with_routers(fleets, routers, kube, problems)
+    fleets.sort(key=lambda f: f.name)
+    idle = sum(1 for r in inv.gpus if _is_idle(r, inv.gpus))
+    return FleetMap(tuple(fleets), tuple(problems), idle)
+
+
+def _by_workload(draft: _Draft, kube: _Kube) -> list[_Draft]:
+    """One draft per workload serving the same labels; pods whose owner is unknown stay with
+    the one workload there is (reported), or stand apart when there are several."""
+    if draft.replica_label != "pod":
+        return [draft]
+    namespace = dict(draft.labels).get("namespace", "")
+    owned: dict[str, set[str]] = defaultdict(set)
+    for replica in draft.replicas:
+        workload = kube.workload(namespace, replica)
+        owned[str(workload) if workload else ""].add(replica)
+    known = [key for key in owned if key]
+    if len(known) <= 1:
+        return [draft]
+    return [
+        _Draft(draft.labels, draft.engine, draft.replica_label, replicas)
+        for _, replicas in sorted(owned.items())
+    ]
+
+
+def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
+    labels = dict(draft.labels)
+    namespace = labels.get("namespace", "")
+    replicas = tuple(sorted(draft.replicas))
+    workload: Workload | None = None
+    workers: dict[str, str] = {}
+    pod_ips: dict[str, str] = {}
+    local: list[JoinProblem] = []
+    if draft.replica_label == "pod":
+        workloads = {w for w in (kube.workload(namespace, r) for r in replicas) if w is not None}
+        workload = next(iter(workloads)) if len(workloads) == 1 else None
+        unowned = [r for r in replicas if kube.workload(namespace, r) is None]
+        if unowned and kube.info:
+            local.append(JoinProblem("kube-state-metrics", f"no owner for pod {', '.join(unowned[:3])}"))
+        for replica in replicas:
+            info = kube.info.get((namespace, replica))
+            if info is None:
+                if kube.info:
+                    local.append(JoinProblem("kube-state-metrics", f"no kube_pod_info for pod {replica}"))
+                continue
+            if info.get("pod_ip"):
+                pod_ips[replica] = info["pod_ip"]
+            # A LeaderWorkerSet group: the worker StatefulSet carries the leader pod's name.
+            for worker in kube.pods_of(namespace, "StatefulSet", replica):
+                workers[worker] = replica
+        if workload is not None and workload.kind == "StatefulSet" and workers:
+            workload = Workload("LeaderWorkerSet", workload.name)
+    elif kube.info:
+        local.append(
+            JoinProblem(
+                "engine", "series carry no pod label: replicas are named by instance, not joined to pods"
+            )
+        )
+    kube_pods = tuple(sorted({*replicas, *workers})) if draft.replica_label == "pod" else ()
+    return Fleet(
+        labels=draft.labels,
+        engine=draft.engine,
+        workload=workload,
+        replica_label=draft.replica_label,
+        replicas=replicas,
+        pod_ips=pod_ips,
+        workers=workers,
+        kube_pods=kube_pods,
+        problems=tuple(local),
+    )
+
+
+def _is_idle(row: Row, rows: Iterable[Row]) -> bool:
+    """A GPU no pod uses: its exporter names the workload's pod as `exported_pod` elsewhere on
+    the node, but not here (so any `pod` here is the exporter's own)."""
+    if row.get("exported_pod"):
+        return False
+    host = _hostname(row)
+    return any(r.get("exported_pod") and _hostname(r) == host for r in rows)
+
+
+def _workload_pod(row: Row) -> str:
+    """`pod` when it names the workload (no `exported_pod` label means the exporter's labels
+    were honoured); empty when `pod` is the exporter's own."""
+    if "exported_pod" in row or "exported_namespace" in row:
+        return ""
+    return row.get("pod", "")
+
+
+def _with_gpus(
+    fleets: list[Fleet], rows: Sequence[Row], kube: _Kube, problems: list[JoinProblem]
+) -> list[Fleet]:
+    owner: dict[tuple[str, str], tuple[int, str]] = {}
+    for i, fleet in enumerate(fleets):
+        if fleet.replica_label != "pod":
+            continue
+        for pod in fleet.kube_pods:
+            owner[(fleet.namespace or "", pod)] = (i, fleet.workers.get(pod, pod))
+    gpus: dict[int, list[Gpu]] = defaultdict(list)
+    on_node: dict[str, set[tuple[int, str]]] = defaultdict(set)
+    for (namespace, pod), (i, replica) in owner.items():
+        node = kube.info.get((namespace, pod), {}).get("node")
+        if node:
+            on_node[node].add((i, replica))
+    unjoined = elsewhere = 0
+    for row in rows:
+        host, index, uuid = _hostname(row), row.get("gpu", ""), row.get("UUID", "")
+        if row.get("exported_pod"):
+            key, how = (row.get("exported_namespace", ""), row["exported_pod"]), "exported_pod"
+        elif _is_idle(row, rows):
+            continue
+        elif _workload_pod(row):
+            key, how = (row.get("namespace", ""), row["pod"]), "pod"
+        else:
+            holders = on_node.get(host, set())
+            if not holders:
+                unjoined += 1
+                continue
+            for i, replica in sorted(holders):
+                gpus[i].append(Gpu(host, index, uuid, replica, "node"))
+            continue
+        found = owner.get(key)
+        if found is None:
+            elsewhere += 1
+            continue
+        i, replica = found
+        gpus[i].append(Gpu(host, index, uuid, replica, how, pod=key[1]))
+    if unjoined:
+        problems.append(
+            JoinProblem(
+                "dcgm",
+                "GPUs with no pod label, on nodes no fleet pod runs on (or no kube_pod_info to place pods)",
+                unjoined,
+            )
+        )
+    if elsewhere:
+        problems.append(JoinProblem("dcgm", "GPUs used by pods that serve no fleet found here", elsewhere))
+    out = []
+    for i, fleet in enumerate(fleets):
+        mine = sorted(set(gpus.get(i, [])), key=lambda g: (g.hostname, g.gpu, g.replica))
+        local = list(fleet.problems)
+        if any(g.joined_by == "node" for g in mine):
+            per_gpu: dict[tuple[str, str], int] = defaultdict(int)
+            for g in mine:
+                per_gpu[(g.hostname, g.gpu)] += 1
+            shared = {host for (host, _), n in per_gpu.items() if n > 1}
+            note = "GPUs joined by node (the exporter names no pod)"
+            if shared:
+                nodes = ", ".join(sorted(shared))
+                note += f"; nodes {nodes} run several replicas, which share their GPUs' series"
+            local.append(JoinProblem("dcgm", note))
+        elif not mine and rows and fleet.replica_label == "pod":
+            local.append(JoinProblem("dcgm", "no GPU series names this fleet's pods or their nodes"))
+        out.append(replace(fleet, gpus=tuple(mine), problems=tuple(local)))
+    return out
+
+
+def _with_routers(
+    fleets: list[Fleet], routers: Sequence[Row], kube: _Kube, problems: list[JoinProblem]
+) -> list[Fleet]:
+    if not routers:
+        return fleets
+    by_ip: dict[str, tuple[int, str]] = {}
+    for i, fleet in enumerate(fleets):
+        for replica, ip in fleet.pod_ips.items():
+            by_ip[ip] = (i, replica)
+    seen: dict[int, set[str]] = defaultdict(set)
+    unknown = 0
+    for row in routers:
+        server = row.get("server", "")
+        ip = server.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        found = by_ip.get(ip)
+        if found is None:
+            unknown += 1
+            continue
+        seen[found[0]].add(found[1])
+    if unknown:
+        problems.append(
+            JoinProblem("router", "backends whose IP is no known pod's (kube_pod_info pod_ip)", unknown)
+        )
+    return [replace(f, routers=tuple(sorted(seen.get(i, ())))) for i, f in enumerate(fleets)]

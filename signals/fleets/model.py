@@ -1,0 +1,167 @@
+"""What a fleet is, as the tool finds it in one Prometheus.
+
+A fleet is the replicas that serve one model in one workload: named by its labels
+(`namespace` and `model_name` by default) and, where kube-state-metrics shows it, its
+workload (Deployment, StatefulSet, LeaderWorkerSet). A replica is a pod, or `instance`
+where the engine's series carry no pod. Each exporter names the replica its own way,
+so a fleet also carries, per exporter, how its series were joined to the replicas, and
+every join that could not be made, with the reason: never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+GpuJoin = str
+"""How a GPU was tied to its replica: `exported_pod`, `pod` (the exporter honours the
+workload's labels) or `node` (through `Hostname` and kube-state-metrics' pod placement)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The Kubernetes object that owns a fleet's pods, as kube-state-metrics shows it."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU serving a replica: its node, index and UUID, and how it was joined."""
+
+    hostname: str
+    gpu: str
+    uuid: str
+    replica: str
+    joined_by: GpuJoin
+    pod: str = ""
+
+
+@dataclass(frozen=True)
+class JoinProblem:
+    """A join that could not be made: which exporter, what was missing, about what."""
+
+    exporter: str
+    message: str
+    series: int = 0
+
+    def __str__(self) -> str:
+        count = f" ({self.series} series)" if self.series else ""
+        return f"{self.exporter}: {self.message}{count}"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """One fleet: its labels, engine, workload, replicas and every exporter's view of them."""
+
+    labels: tuple[tuple[str, str], ...]
+    engine: str
+    workload: Workload | None
+    replica_label: str
+    replicas: tuple[str, ...]
+    pod_ips: Mapping[str, str] = field(default_factory=dict)
+    workers: Mapping[str, str] = field(default_factory=dict)
+    gpus: tuple[Gpu, ...] = ()
+    kube_pods: tuple[str, ...] = ()
+    routers: tuple[str, ...] = ()
+    problems: tuple[JoinProblem, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """`namespace/model` (and `@kind/workload` when known): what `--fleet` takes."""
+        values = dict(self.labels)
+        head = "/".join(values[k] or "?" for k, _ in self.labels)
+        return f"{head}@{self.workload}" if self.workload is not None else head
+
+    @property
+    def namespace(self) -> str | None:
+        return dict(self.labels).get("namespace")
+
+    @property
+    def gpu_join(self) -> GpuJoin | None:
+        """The one way this fleet's GPUs were joined (the most common), or None without GPUs."""
+        if not self.gpus:
+            return None
+        counts: dict[str, int] = {}
+        for gpu in self.gpus:
+            counts[gpu.joined_by] = counts.get(gpu.joined_by, 0) + 1
+        return max(sorted(counts), key=lambda k: counts[k])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "labels": dict(self.labels),
+            "engine": self.engine,
+            "workload": {"kind": self.workload.kind, "name": self.workload.name} if self.workload else None,
+            "replica_label": self.replica_label,
+            "replicas": list(self.replicas),
+            "workers": dict(self.workers),
+            "kube_pods": list(self.kube_pods),
+            "gpus": [
+                {
+                    "hostname": g.hostname,
+                    "gpu": g.gpu,
+                    "uuid": g.uuid,
+                    "replica": g.replica,
+                    "joined_by": g.joined_by,
+                }
+                for g in self.gpus
+            ],
+            "routers": list(self.routers),
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+@dataclass(frozen=True)
+class FleetMap:
+    """Every fleet found, and what could not be tied to any fleet."""
+
+    fleets: tuple[Fleet, ...]
+    problems: tuple[JoinProblem, ...] = ()
+    idle_gpus: int = 0
+
+    def find(self, wanted: str) -> list[Fleet]:
+        """Fleets matching `--fleet`: a name as `triage fleets` prints it (or its start), or labels
+        `key=value,...` (`{namespace="llm",model_name="..."}` works too)."""
+        text = wanted.strip()
+        if "=" in text:
+            pairs = _label_pairs(text)
+            return [f for f in self.fleets if _matches(f, pairs)]
+        exact = [f for f in self.fleets if f.name == text]
+        return exact or [f for f in self.fleets if f.name.startswith(text)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fleets": [f.to_json() for f in self.fleets],
+            "idle_gpus": self.idle_gpus,
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+def _label_pairs(text: str) -> dict[str, str]:
+    body = text.strip().removeprefix("{").removesuffix("}")
+    pairs: dict[str, str] = {}
+    for part in body.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"'{part.strip()}' is not key=value")
+        pairs[key.strip()] = value.strip().strip('"').strip("'")
+    return pairs
+
+
+def _matches(fleet: Fleet, pairs: Mapping[str, str]) -> bool:
+    labels = dict(fleet.labels)
+    for key, value in pairs.items():
+        if key in ("workload", "deployment", "statefulset", "leaderworkerset"):
+            if fleet.workload is None or fleet.workload.name != value:
+                return False
+        elif labels.get(key) != value:
+            return False
+    return True

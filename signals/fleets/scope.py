@@ -1,0 +1,80 @@
+"""One fleet as each exporter's own query scope.
+
+The engine's series are scoped by the fleet labels and its pods (two workloads serving
+one model stay apart, and a router's re-export of the engines' gauges, which carries a
+`server` label, is left out); DCGM's by the label that names the workload's pod there
+(`exported_pod` or `pod`) or by node; kube-state-metrics' pod series by pod, and its
+Deployment or StatefulSet series by the workload's own name, never by `pod` (in
+kube-prometheus-stack that label is kube-state-metrics' own pod). Worker pods of a
+LeaderWorkerSet group are renamed to their leader, the replica they serve.
+"""
+
+from __future__ import annotations
+
+import re
+
+from signals.catalog import QueryOptions, Scope
+from signals.fleets.model import Fleet
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _any_of(values: tuple[str, ...] | list[str]) -> str:
+    return _quote("|".join(re.escape(v) for v in sorted(values)))
+
+
+def _join(*matchers: str) -> str:
+    return ",".join(m for m in matchers if m)
+
+
+def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
+    """`base` with every exporter scoped to `fleet` (the user's selector still applies to the gateway)."""
+    labels = dict(fleet.labels)
+    fleet_matchers = ",".join(f"{k}={_quote(v)}" for k, v in fleet.labels if v)
+    replica_matcher = f"{fleet.replica_label}=~{_any_of(list(fleet.replicas))}" if fleet.replicas else ""
+    # A router's re-export of the engines' gauges carries `server`; the engines' own series never do.
+    router_matcher = 'server=""'
+    scopes: dict[str, Scope] = {
+        "engine": Scope(_join(fleet_matchers, replica_matcher, router_matcher), fleet.replica_label),
+    }
+    namespace = labels.get("namespace", "")
+    ns = f"namespace={_quote(namespace)}" if namespace else ""
+    if fleet.kube_pods:
+        scopes["kube_pod"] = Scope(
+            _join(ns, f"pod=~{_any_of(list(fleet.kube_pods))}"), "pod", dict(fleet.workers)
+        )
+    if fleet.workload is not None:
+        label = "deployment" if fleet.workload.kind == "Deployment" else "statefulset"
+        scopes["kube_workload"] = Scope(_join(ns, f"{label}={_quote(fleet.workload.name)}"), "pod")
+    gpu = _gpu_scope(fleet)
+    if gpu is not None:
+        scopes["gpu"] = gpu
+    return QueryOptions(
+        replica_label=base.replica_label,
+        selector=base.selector,
+        window=base.window,
+        extra=base.extra,
+        scopes=scopes,
+    )
+
+
+def _gpu_scope(fleet: Fleet) -> Scope | None:
+    how = fleet.gpu_join
+    if how is None:
+        return None
+    namespace = fleet.namespace or ""
+    gpus = [g for g in fleet.gpus if g.joined_by == how]
+    if how == "exported_pod":
+        pods = sorted({g.pod for g in gpus})
+        ns = f"exported_namespace={_quote(namespace)}" if namespace else ""
+        return Scope(_join(ns, f"exported_pod=~{_any_of(pods)}"), "exported_pod", dict(fleet.workers))
+    if how == "pod":
+        pods = sorted({g.pod for g in gpus})
+        ns = f"namespace={_quote(namespace)}" if namespace else ""
+        return Scope(_join(ns, f"pod=~{_any_of(pods)}"), "pod", dict(fleet.workers))
+    hosts = sorted({g.hostname for g in gpus})
+    renames = {g.hostname: g.replica for g in gpus}
+    label = "Hostname"
+    return Scope(f"{label}=~{_any_of(hosts)}", label, renames)
