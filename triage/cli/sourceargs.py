@@ -11,6 +11,9 @@ import os
 
 from signals import secret
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
+from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
+from signals.fleets.inventory import fetch_inventory
+from signals.fleets.scope import scoped_options
 from signals.prometheus import PrometheusSource
 from signals.timeparse import parse_duration
 
@@ -39,6 +42,18 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
         metavar="L",
         default="instance",
         help="label that names a replica (default instance; pod is common)",
+    )
+    group.add_argument(
+        "--fleet",
+        metavar="NAME",
+        help="one fleet: its name as `triage fleets` prints it, or labels (namespace=llm,model_name=M); "
+        "every exporter's queries are scoped to it with that exporter's own labels",
+    )
+    group.add_argument(
+        "--fleet-labels",
+        metavar="L,L",
+        default=",".join(DEFAULT_FLEET_LABELS),
+        help=f"the engine labels that name a fleet (default {','.join(DEFAULT_FLEET_LABELS)})",
     )
     group.add_argument(
         "--catalog",
@@ -117,8 +132,44 @@ def catalog(args: argparse.Namespace) -> Catalog:
 
 def live_source(args: argparse.Namespace) -> tuple[PrometheusSource, Catalog, QueryOptions]:
     """The server, the catalog and the query options the live flags describe, as every live command
-    reads them (the server's flags are checked first, so their errors come first)."""
-    return prometheus_source(args), catalog(args), query_options(args)
+    reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
+    the options are scoped to that fleet."""
+    prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
+    wanted = getattr(args, "fleet", None)
+    if wanted:
+        options = scoped_options(chosen_fleet(prometheus, args, wanted), options)
+    return prometheus, cat, options
+
+
+def fleet_labels(args: argparse.Namespace) -> tuple[str, ...]:
+    labels = tuple(label.strip() for label in str(args.fleet_labels).split(",") if label.strip())
+    for label in labels:
+        if not label.replace("_", "a").isalnum() or label[0].isdigit():
+            raise SourceArgError(f"--fleet-labels: '{label}' is not a label name")
+    if not labels:
+        raise SourceArgError("--fleet-labels: name at least one label")
+    return labels
+
+
+def find_fleets(prometheus: PrometheusSource, args: argparse.Namespace) -> FleetMap:
+    """The fleets the server holds, found with the configured fleet labels."""
+    return discover(fetch_inventory(prometheus), fleet_labels(args))
+
+
+def chosen_fleet(prometheus: PrometheusSource, args: argparse.Namespace, wanted: str) -> Fleet:
+    """The one fleet `--fleet` names; SourceArgError listing the fleets when it names none or several."""
+    found = find_fleets(prometheus, args)
+    try:
+        matches = found.find(wanted)
+    except ValueError as exc:
+        raise SourceArgError(f"--fleet: {exc}") from None
+    names = ", ".join(f.name for f in found.fleets) or "none found"
+    if not matches:
+        raise SourceArgError(f"--fleet: no fleet '{wanted}' in {prometheus.url}; the fleets are: {names}")
+    if len(matches) > 1:
+        several = ", ".join(f.name for f in matches)
+        raise SourceArgError(f"--fleet: '{wanted}' matches {len(matches)} fleets ({several}); name one")
+    return matches[0]
 
 
 def duration_arg(value: str, flag: str) -> float:
