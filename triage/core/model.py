@@ -133,6 +133,9 @@ class Diagnosis:
     walked: tuple[CauseFinding, ...] = field(default=(), repr=False)
     layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     signal_problems: tuple[tuple[str, str], ...] = ()
+    fleet: tuple[tuple[str, str], ...] = ()
+    """The labels of the fleet diagnosed (`namespace`, `model_name`, its workload); empty when
+    the signals were not scoped to one fleet (a fixture of one fleet, an unscoped selector)."""
 
     @property
     def top(self) -> CauseFinding | None:
@@ -142,6 +145,7 @@ class Diagnosis:
         return {
             "symptom": self.symptom,
             "symptom_source": self.symptom_source,
+            "fleet": dict(self.fleet) or None,
             "at": format_instant(self.at),
             "onset": format_instant(self.onset) if self.onset is not None else None,
             "symptom_visible": self.symptom_visible,
