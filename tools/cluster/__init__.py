@@ -18,3 +18,8 @@ Modules, in the order the data flows:
 - `harness`: scrape, match every series to its scraped label set, backfill;
 - `scenarios`: the standard scenario and its truth record.
 """
+
+from tools.cluster.model import ClusterError
+from tools.cluster.scenarios import FleetTruth, GpuTruth, PodTruth, Scenario, Truth, three_fleets
+
+__all__ = ["ClusterError", "FleetTruth", "GpuTruth", "PodTruth", "Scenario", "Truth", "three_fleets"]
