@@ -6,7 +6,8 @@ integration tests both need the *real* PromQL engine: `rate` over counter resets
 re-implement. So the series are written as OpenMetrics text, turned into TSDB blocks
 by `promtool tsdb create-blocks-from openmetrics`, and served by a `prometheus`
 process on a free loopback port with no scrape targets, from a private temporary
-directory that is removed on exit whatever happened.
+directory that is removed on exit whatever happened. A caller that needs a real scrape
+(the test cluster of `tools/cluster`) may give it scrape jobs instead.
 
 Everything here is a `SignalError` when it fails, with what to install or the last
 lines of the process log, because the person reading it is replaying an incident,
@@ -16,6 +17,7 @@ not debugging Prometheus.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -174,7 +176,9 @@ class TemporaryPrometheus:
     """A real Prometheus over backfilled data, for one `with` block.
 
     `openmetrics` is the text from `to_openmetrics` (or None for an empty server);
-    `rule_files` are passed in the config as given. On enter: a temp dir, promtool
+    `rule_files` are passed in the config as given. `scrape_configs` are jobs in the form
+    of Prometheus' configuration file (none by default: a replay scrapes nothing), written
+    as JSON, which YAML reads as is. On enter: a temp dir, promtool
     backfill, then `prometheus` on a free 127.0.0.1 port, waiting for `/-/ready` at most
     `startup_timeout` seconds. On exit (also when entering fails): SIGTERM, SIGKILL after
     `stop_timeout`, and the temp dir removed.
@@ -192,8 +196,10 @@ class TemporaryPrometheus:
         startup_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         lookback_delta: float | None = None,
+        scrape_configs: Sequence[Mapping[str, object]] = (),
     ) -> None:
         self._openmetrics = openmetrics
+        self._scrape_configs = [dict(job) for job in scrape_configs]
         self._lookback_delta = lookback_delta
         self._rule_files = [str(Path(p).resolve()) for p in rule_files]
         self._startup_timeout = startup_timeout
@@ -251,7 +257,8 @@ class TemporaryPrometheus:
             raise
 
     def _config(self) -> str:
-        lines = ["global:", "  scrape_interval: 1m", "  evaluation_interval: 1m", "scrape_configs: []"]
+        scrape = json.dumps(self._scrape_configs)
+        lines = ["global:", "  scrape_interval: 1m", "  evaluation_interval: 1m", f"scrape_configs: {scrape}"]
         if self._rule_files:
             lines.append("rule_files:")
             lines.extend(f"  - {_yaml_quote(path)}" for path in self._rule_files)
