@@ -125,6 +125,9 @@ class QueryOptions:
     window: str = DEFAULT_WINDOW
     extra: Mapping[str, str] = field(default_factory=dict)
     scopes: Mapping[str, Scope] = field(default_factory=dict)
+    engine: str | None = None
+    """The engine of the fleet the scopes name: only its own engine sources are tried (another
+    fleet's engine on the same server has the metric names, not this fleet's series)."""
 
     def scope(self, exporter: str) -> Scope:
         """The exporter's own scope, or the user's selector and replica label."""
@@ -198,11 +201,18 @@ def render(template: str, options: QueryOptions, exporter: str = "engine") -> st
     return text.replace("{,", "{").replace(",}", "}")
 
 
-def resolve(catalog: Catalog, names: set[str]) -> dict[str, Resolution]:
-    """Per signal, the first applicable source for each view, and the deprecated names in use."""
+def resolve(catalog: Catalog, names: set[str], engine: str | None = None) -> dict[str, Resolution]:
+    """Per signal, the first applicable source for each view, and the deprecated names in use.
+
+    With `engine` (a fleet's), engine sources of other engines are passed over.
+    """
     out: dict[str, Resolution] = {}
     for signal in SIGNALS:
-        applicable = [s for s in catalog.sources.get(signal, ()) if s.applies(names)]
+        applicable = [
+            s
+            for s in catalog.sources.get(signal, ())
+            if s.applies(names) and (engine is None or s.exporter != "engine" or s.source.startswith(engine))
+        ]
         replica = next((s for s in applicable if s.replica is not None), None)
         fleet = next((s for s in applicable if s.fleet is not None), None)
         used = {s for s in (replica, fleet) if s is not None}

@@ -171,7 +171,7 @@ def fetch_frame(
 ) -> tuple[SignalFrame, FetchReport]:
     """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read."""
     names = prometheus.metric_names()
-    resolutions = resolve(catalog, names)
+    resolutions = resolve(catalog, names, options.engine)
     queries = build_queries(resolutions, options)
     if not queries:
         raise SignalError(

@@ -1,63 +1,79 @@
 """The label sets fleet discovery reads, fetched once in one round of instant queries.
 
-Six `group by` queries, each returning one row per label set (never per sample), so the
-cost does not grow with history: engines, pods and their placement, pod and ReplicaSet
-owners, and the GPUs. An exporter that is absent answers with no rows; a query that
-fails is kept as a `JoinProblem` naming it, and discovery works with the rest.
+A few `group by` queries, each returning one row per label set (never per sample):
+engines, pods and their placement, pod and ReplicaSet owners, and the GPUs. An exporter
+that is absent answers with no rows; a query that fails is kept as a `JoinProblem`
+naming it, and discovery works with the rest.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from signals.errors import SignalError
 from signals.fleets.discover import ENGINES, Inventory
 from signals.fleets.model import JoinProblem
 from signals.prometheus import PrometheusSource
+from signals.timeparse import format_duration
 
-_ENGINE_NAMES = "|".join(ENGINES)
-QUERIES: Mapping[str, tuple[str, str]] = {
-    "engines": (
-        "engine",
-        "group by (__name__, namespace, pod, instance, model_name, server) "
-        f'({{__name__=~"{_ENGINE_NAMES}"}})',
-    ),
-    "pods": ("kube-state-metrics", "group by (namespace, pod, node, pod_ip) (kube_pod_info)"),
-    "pod_owners": (
+_DCGM = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
+
+
+def queries(window: str) -> dict[str, tuple[str, str]]:
+    """Key -> (the exporter it reads, the query), over the `window` before the moment asked.
+
+    Every series seen anywhere in the window counts, so a replica that died before the
+    moment (its series ended) is still part of its fleet: scoping must never hide it.
+    """
+
+    def seen(selector: str, by: str) -> str:
+        return f"group by ({by}) (last_over_time({selector}[{window}]))"
+
+    out: dict[str, tuple[str, str]] = {
+        f"engine:{name}": ("engine", seen(name, "namespace, pod, instance, model_name, server"))
+        for name in ENGINES
+    }
+    out["pods"] = ("kube-state-metrics", seen("kube_pod_info", "namespace, pod, node, pod_ip"))
+    out["pod_owners"] = (
         "kube-state-metrics",
-        "group by (namespace, pod, owner_kind, owner_name) (kube_pod_owner)",
-    ),
-    "replicaset_owners": (
+        seen("kube_pod_owner", "namespace, pod, owner_kind, owner_name"),
+    )
+    out["replicaset_owners"] = (
         "kube-state-metrics",
-        "group by (namespace, replicaset, owner_kind, owner_name) (kube_replicaset_owner)",
-    ),
-    "gpus": (
-        "dcgm",
-        "group by (Hostname, hostname, gpu, UUID, pod, namespace, exported_pod, exported_namespace) "
-        '({__name__=~"DCGM_FI_DEV_GPU_TEMP|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_GPU_UTIL"})',
-    ),
-}
-"""Key -> (the exporter it reads, the query)."""
+        seen("kube_replicaset_owner", "namespace, replicaset, owner_kind, owner_name"),
+    )
+    gpu_by = "Hostname, hostname, gpu, UUID, pod, namespace, exported_pod, exported_namespace"
+    for name in _DCGM:
+        out[f"gpus:{name}"] = ("dcgm", seen(name, gpu_by))
+    return out
 
 
-def fetch_inventory(prometheus: PrometheusSource, at: float | None = None) -> Inventory:
-    """Every label set discovery needs, as of `at` (now by default); SignalError when none can be read."""
-    results = prometheus.instant_queries({key: query for key, (_, query) in QUERIES.items()}, at)
+def fetch_inventory(
+    prometheus: PrometheusSource, at: float | None = None, lookback: float = 3600.0
+) -> Inventory:
+    """Every label set discovery needs, seen in the `lookback` seconds before `at` (now by
+    default); SignalError when no query can be answered at all."""
+    asked = queries(format_duration(max(lookback, 60.0)))
+    results = prometheus.instant_queries({key: query for key, (_, query) in asked.items()}, at)
     if all(r.error is not None for r in results.values()):
-        raise SignalError(f"{prometheus.url}: no fleet query could be answered ({results['engines'].error})")
-    rows: dict[str, list[dict[str, str]]] = {key: [] for key in QUERIES}
+        first = next(iter(results.values()))
+        raise SignalError(f"{prometheus.url}: no fleet query could be answered ({first.error})")
+    rows: dict[str, list[dict[str, str]]] = {}
     problems: list[JoinProblem] = []
-    for key, (exporter, _) in QUERIES.items():
+    for key, (exporter, _) in asked.items():
         result = results[key]
+        kind, _, name = key.partition(":")
         if result.error is not None:
-            problems.append(JoinProblem(exporter, f"could not be read: {result.error}"))
+            problems.append(JoinProblem(exporter, f"{name or kind} could not be read: {result.error}"))
             continue
-        rows[key] = [dict(labels) for labels, _, _ in result.series]
+        found = [dict(labels) for labels, _, _ in result.series]
+        if kind == "engine":
+            found = [{**labels, "__name__": name} for labels in found]
+        rows.setdefault(kind, []).extend(found)
+    gpus = {tuple(sorted(r.items())): r for r in rows.get("gpus", [])}
     return Inventory(
-        engines=rows["engines"],
-        pods=rows["pods"],
-        pod_owners=rows["pod_owners"],
-        replicaset_owners=rows["replicaset_owners"],
-        gpus=rows["gpus"],
+        engines=rows.get("engine", []),
+        pods=rows.get("pods", []),
+        pod_owners=rows.get("pod_owners", []),
+        replicaset_owners=rows.get("replicaset_owners", []),
+        gpus=list(gpus.values()),
         problems=tuple(problems),
     )

@@ -57,6 +57,7 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
         window=base.window,
         extra=base.extra,
         scopes=scopes,
+        engine=fleet.engine,
     )
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from signals.catalog import Catalog, QueryOptions, resolve
+from signals.catalog import Catalog, QueryOptions, Scope, resolve
 from signals.errors import SignalError
 from signals.frame import SignalFrame
-from signals.live import build_queries, frame_from_round
+from signals.live import build_queries, frame_from_round, query_scopes
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
 from triage.audit.engine import audit
 from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
@@ -74,7 +74,8 @@ def fetch_audit_inputs(
     queries = instant_queries(names or frozenset(), options, settings.lookback)
     answers = source.instant_queries(queries, at) if queries else {}
     start = at - settings.lookback
-    ranges = build_queries(resolve(catalog, set(names)), options) if names is not None else {}
+    resolutions = resolve(catalog, set(names), options.engine) if names is not None else {}
+    ranges = build_queries(resolutions, options)
     results = source.range_queries(ranges, start, at, settings.step) if ranges else {}
 
     rules = _object(replies["rules"], "rules", problems)
@@ -94,7 +95,8 @@ def fetch_audit_inputs(
     elif not ranges:
         problems["signals"] = f"none of the catalog's metrics exist there ({len(names)} metric names)"
     else:
-        frame = _frame(results, source.url, options, start, at, settings, problems)
+        scopes = query_scopes(resolutions, options)
+        frame = _frame(results, source.url, options, start, at, settings, problems, scopes)
     return Fetched(source.url, at, names, rules, targets, frame, instant, problems, settings.lookback)
 
 
@@ -106,10 +108,13 @@ def _frame(
     at: float,
     settings: AuditSettings,
     problems: dict[str, str],
+    scopes: Mapping[str, Scope],
 ) -> SignalFrame | None:
     """The frame of the range results (as a live diagnosis builds it), or None with the reason."""
     try:
-        frame, signal_problems = frame_from_round(dict(results), start, at, settings.step, options, server)
+        frame, signal_problems = frame_from_round(
+            dict(results), start, at, settings.step, options, server, scopes
+        )
     except SignalError as exc:
         problems["signals"] = str(exc)
         return None

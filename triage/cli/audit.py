@@ -41,7 +41,7 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
         lookback=sourceargs.duration_arg(args.lookback, "--lookback"),
         step=sourceargs.duration_arg(args.step, "--step"),
     )
-    report = run_audit(*sourceargs.live_source(args), at, settings)
+    report = run_audit(*sourceargs.live_source(args, at, settings.lookback), at, settings)
     if report.nothing_readable:
         reasons = "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:3])
         raise SignalError(f"{args.prometheus}: nothing could be read ({reasons})")

@@ -87,7 +87,7 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
         lookback = sourceargs.duration_arg(args.lookback, "--lookback")
         step = max(60.0, lookback / 10_000)
         at = common.live_moment(args.at, time.time(), "--at")
-        frame, _ = fetch_frame(*sourceargs.live_source(args), at, lookback, step)
+        frame, _ = fetch_frame(*sourceargs.live_source(args, at, lookback), at, lookback, step)
         measured = measure_rate_at_slo(frame, args.ttft_slo, args.tpot_slo)
         if measured is None:
             raise SignalError("no replica served traffic within the SLOs in the window: nothing to measure")

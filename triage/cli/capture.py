@@ -45,7 +45,7 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
         )
     kb = load_playbooks(args.playbooks)
     symptom = common.symptom_arg(args.symptom, kb)
-    prometheus, cat, options = sourceargs.live_source(args)
+    prometheus, cat, options = sourceargs.live_source(args, end, end - start)
     frame, report = fetch_frame(prometheus, cat, options, end, end - start, step)
     name = Path(args.output).stem
     doc = frame_to_fixture(

@@ -108,7 +108,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
         at = alert.starts_at
     lookback = sourceargs.duration_arg(args.lookback, "--lookback")
     step = sourceargs.duration_arg(args.step, "--step")
-    prometheus, cat, options = sourceargs.live_source(args)
+    prometheus, cat, options = sourceargs.live_source(args, at, lookback)
     frame, report = fetch_frame(prometheus, cat, options, at, lookback, step)
     diagnosis = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
     diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))

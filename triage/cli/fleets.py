@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import TextIO
 
 from signals.catalog import Resolution, resolve
@@ -34,6 +35,10 @@ def add_parser(sub: common.Subparsers) -> None:
         "  triage diagnose --prometheus http://prom:9090 --fleet namespace=llm,model_name=qwen",
     )
     fl.add_argument("--format", choices=("text", "json"), default="text")
+    fl.add_argument("--at", metavar="T", help="RFC 3339 time, or a duration ago (default now)")
+    fl.add_argument(
+        "--lookback", metavar="DURATION", default="1h", help="a replica seen in this window counts (1h)"
+    )
     sourceargs.add_prometheus_options(fl, required=True)
 
 
@@ -56,7 +61,7 @@ def blind_for(fleet: Fleet, resolutions: dict[str, Resolution]) -> dict[str, str
     return out
 
 
-def _text(found: FleetMap, server: str, resolutions: dict[str, Resolution]) -> str:
+def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> str:
     lines = [f"{len(found.fleets)} fleet{'s' if len(found.fleets) != 1 else ''} in {server}"]
     for fleet in found.fleets:
         workload = str(fleet.workload) if fleet.workload else "workload unknown"
@@ -72,7 +77,7 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, Resolution]) -> s
         lines.append(f"  dcgm:               {len(fleet.gpus)} GPUs joined by {how}")
         if fleet.routers:
             lines.append(f"  router:             {len(fleet.routers)} backends")
-        blind = blind_for(fleet, resolutions)
+        blind = blind_for(fleet, resolutions[fleet.engine])
         if blind:
             lines.append(f"  blind:              {', '.join(blind)}")
         for problem in fleet.problems:
@@ -89,13 +94,15 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, Resolution]) -> s
 
 def cmd_fleets(args: argparse.Namespace, out: TextIO) -> int:
     prometheus = sourceargs.prometheus_source(args)
-    found = sourceargs.find_fleets(prometheus, args)
-    resolutions = resolve(sourceargs.catalog(args), prometheus.metric_names())
+    at = common.live_moment(args.at, time.time(), "--at")
+    found = sourceargs.find_fleets(prometheus, args, at, sourceargs.duration_arg(args.lookback, "--lookback"))
+    cat, names = sourceargs.catalog(args), prometheus.metric_names()
+    resolutions = {engine: resolve(cat, names, engine) for engine in {f.engine for f in found.fleets}}
     if args.format == "json":
         payload = found.to_json()
         payload["server"] = prometheus.url
         for entry, fleet in zip(payload["fleets"], found.fleets, strict=True):
-            entry["blind"] = blind_for(fleet, resolutions)
+            entry["blind"] = blind_for(fleet, resolutions[fleet.engine])
         out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     else:
         out.write(printable(_text(found, prometheus.url, resolutions)))

@@ -53,7 +53,7 @@ def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
     start, end = common.live_range(args, time.time())
     step = sourceargs.duration_arg(args.step, "--step")
     symptom = common.symptom_arg(args.symptom, kb)
-    prometheus, cat, options = sourceargs.live_source(args)
+    prometheus, cat, options = sourceargs.live_source(args, end, end - start)
     frame, _ = fetch_frame(prometheus, cat, options, end, end - start, step)
     doc = frame_to_fixture(
         frame,

@@ -130,14 +130,16 @@ def catalog(args: argparse.Namespace) -> Catalog:
     return load_catalog(args.catalog)
 
 
-def live_source(args: argparse.Namespace) -> tuple[PrometheusSource, Catalog, QueryOptions]:
+def live_source(
+    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0
+) -> tuple[PrometheusSource, Catalog, QueryOptions]:
     """The server, the catalog and the query options the live flags describe, as every live command
     reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
-    the options are scoped to that fleet."""
+    the options are scoped to the fleet as it was in the `lookback` before `at`."""
     prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
     wanted = getattr(args, "fleet", None)
     if wanted:
-        options = scoped_options(chosen_fleet(prometheus, args, wanted), options)
+        options = scoped_options(chosen_fleet(prometheus, args, wanted, at, lookback), options)
     return prometheus, cat, options
 
 
@@ -151,14 +153,22 @@ def fleet_labels(args: argparse.Namespace) -> tuple[str, ...]:
     return labels
 
 
-def find_fleets(prometheus: PrometheusSource, args: argparse.Namespace) -> FleetMap:
-    """The fleets the server holds, found with the configured fleet labels."""
-    return discover(fetch_inventory(prometheus), fleet_labels(args))
+def find_fleets(
+    prometheus: PrometheusSource, args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0
+) -> FleetMap:
+    """The fleets the server held in the `lookback` before `at`, named by the configured fleet labels."""
+    return discover(fetch_inventory(prometheus, at, lookback), fleet_labels(args))
 
 
-def chosen_fleet(prometheus: PrometheusSource, args: argparse.Namespace, wanted: str) -> Fleet:
+def chosen_fleet(
+    prometheus: PrometheusSource,
+    args: argparse.Namespace,
+    wanted: str,
+    at: float | None = None,
+    lookback: float = 3600.0,
+) -> Fleet:
     """The one fleet `--fleet` names; SourceArgError listing the fleets when it names none or several."""
-    found = find_fleets(prometheus, args)
+    found = find_fleets(prometheus, args, at, lookback)
     try:
         matches = found.find(wanted)
     except ValueError as exc:
