@@ -17,18 +17,20 @@ from signals.timeparse import format_duration
 _DCGM = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
 
 
-def queries(window: str) -> dict[str, tuple[str, str]]:
+def queries(window: str, engine_selector: str = "") -> dict[str, tuple[str, str]]:
     """Key -> (the exporter it reads, the query), over the `window` before the moment asked.
 
     Every series seen anywhere in the window counts, so a replica that died before the
     moment (its series ended) is still part of its fleet: scoping must never hide it.
+    `engine_selector` (the user's `--selector`) narrows which engines make fleets.
     """
+    matchers = f"{{{engine_selector}}}" if engine_selector else ""
 
     def seen(selector: str, by: str) -> str:
         return f"group by ({by}) (last_over_time({selector}[{window}]))"
 
     out: dict[str, tuple[str, str]] = {
-        f"engine:{name}": ("engine", seen(name, "namespace, pod, instance, model_name, server"))
+        f"engine:{name}": ("engine", seen(name + matchers, "namespace, pod, instance, model_name, server"))
         for name in ENGINES
     }
     out["pods"] = ("kube-state-metrics", seen("kube_pod_info", "namespace, pod, node, pod_ip"))
@@ -47,11 +49,11 @@ def queries(window: str) -> dict[str, tuple[str, str]]:
 
 
 def fetch_inventory(
-    prometheus: PrometheusSource, at: float | None = None, lookback: float = 3600.0
+    prometheus: PrometheusSource, at: float | None = None, lookback: float = 3600.0, engine_selector: str = ""
 ) -> Inventory:
     """Every label set discovery needs, seen in the `lookback` seconds before `at` (now by
     default); SignalError when no query can be answered at all."""
-    asked = queries(format_duration(max(lookback, 60.0)))
+    asked = queries(format_duration(max(lookback, 60.0)), engine_selector)
     results = prometheus.instant_queries({key: query for key, (_, query) in asked.items()}, at)
     if all(r.error is not None for r in results.values()):
         first = next(iter(results.values()))

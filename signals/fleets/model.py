@@ -79,6 +79,12 @@ class Fleet:
         return f"{head}@{self.workload}" if self.workload is not None else head
 
     @property
+    def identity(self) -> tuple[tuple[str, str], ...]:
+        """The labels a diagnosis of this fleet carries: the fleet labels, and its workload."""
+        workload = (("workload", str(self.workload)),) if self.workload is not None else ()
+        return (*self.labels, *workload)
+
+    @property
     def namespace(self) -> str | None:
         return dict(self.labels).get("namespace")
 

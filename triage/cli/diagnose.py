@@ -7,15 +7,19 @@ can start from the alert that paged, taking the alert's symptom and its startsAt
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import replace
 from typing import TextIO
 
 from signals.fixture import Fixture, is_offset
+from signals.fleets import Fleet
+from signals.fleets.scope import scoped_options
 from signals.live import fetch_frame
 from signals.timeparse import format_instant, parse_duration, parse_instant
 from triage.cli import common, sourceargs
 from triage.cli.alertfile import read_alert
+from triage.core.escape import printable
 from triage.core.model import AUTO, Diagnosis
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
@@ -108,12 +112,52 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
         at = alert.starts_at
     lookback = sourceargs.duration_arg(args.lookback, "--lookback")
     step = sourceargs.duration_arg(args.step, "--step")
-    prometheus, cat, options = sourceargs.live_source(args, at, lookback)
-    frame, report = fetch_frame(prometheus, cat, options, at, lookback, step)
-    diagnosis = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
-    diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
-    _render(diagnosis, args, out)
+    prometheus, cat, options = sourceargs.live_source(args, at, lookback, scope=False)
+    fleets = sourceargs.fleets_to_diagnose(prometheus, args, at, lookback, alert.labels if alert else None)
+    if len(fleets) > 1 and symptom is not None:
+        listing = "\n".join(f"  {f.name}" for f in fleets)
+        raise common.UsageError(
+            f"{prometheus.url} holds {len(fleets)} fleets; name one with --fleet (or use --symptom auto "
+            f"to diagnose each one in breach):\n{listing}"
+        )
+
+    def one(fleet: Fleet | None) -> Diagnosis:
+        scoped = scoped_options(fleet, options) if fleet is not None else options
+        frame, report = fetch_frame(prometheus, cat, scoped, at, lookback, step)
+        found = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
+        return replace(
+            found,
+            signal_problems=tuple(sorted(report.problems().items())),
+            fleet=fleet.identity if fleet is not None else (),
+        )
+
+    if len(fleets) <= 1:
+        _render(one(fleets[0] if fleets else None), args, out)
+        return common.EXIT_OK
+    _render_each(prometheus.url, [(f, one(f)) for f in fleets], args, out)
     return common.EXIT_OK
+
+
+def _render_each(
+    server: str, results: list[tuple[Fleet, Diagnosis]], args: argparse.Namespace, out: TextIO
+) -> None:
+    """Every fleet in breach with its own answer; the quiet ones named in one line."""
+    breached = [(f, d) for f, d in results if d.symptom_visible]
+    quiet = [f.name for f, d in results if not d.symptom_visible]
+    if args.format == "json":
+        payload = {
+            "server": server,
+            "fleets": [d.to_json() for _, d in breached],
+            "quiet": quiet,
+        }
+        out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        return
+    out.write(f"{len(results)} fleets in {server}: {len(breached)} in breach\n")
+    for fleet, diagnosis in breached:
+        out.write(f"\n== FLEET {printable(fleet.name)}\n")
+        _render(diagnosis, args, out)
+    if quiet:
+        out.write(f"\nno breach: {printable(', '.join(quiet))}\n")
 
 
 COMMAND = common.Command("diagnose", add_parser, cmd_diagnose)

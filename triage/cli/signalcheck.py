@@ -13,6 +13,8 @@ from typing import TextIO
 
 from signals.catalog import resolve
 from triage.cli import common, sourceargs
+from triage.cli.fleets import blind_for
+from triage.core.escape import printable
 from triage.core.playbook import AnyOf, Knowledge
 from triage.sources import load_playbooks
 
@@ -47,8 +49,11 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     kb = load_playbooks(args.playbooks)
     prometheus = sourceargs.prometheus_source(args)
     names = prometheus.metric_names()
-    resolutions = resolve(sourceargs.catalog(args), names)
-    blind = {name for name, r in resolutions.items() if r.blind}
+    fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet) if args.fleet else None
+    resolutions = resolve(sourceargs.catalog(args), names, fleet.engine if fleet else None)
+    # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
+    fleet_blind = blind_for(fleet, resolutions) if fleet else {}
+    blind = {name for name, r in resolutions.items() if r.blind} | set(fleet_blind)
     unprovable = unprovable_causes(kb, blind)
     deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
     if args.format == "json":
@@ -59,28 +64,32 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
                 name: {
                     "replica": r.replica.source if r.replica else None,
                     "fleet": r.fleet.source if r.fleet else None,
-                    "blind": r.blind,
+                    "blind": r.blind or name in fleet_blind,
                     "deprecated_in_use": list(r.deprecated_in_use),
                 }
                 for name, r in sorted(resolutions.items())
             },
+            "fleet": fleet.name if fleet else None,
             "unprovable_causes": unprovable,
             "deprecated_in_use": deprecated,
         }
         out.write(json.dumps(payload, indent=2) + "\n")
         return common.EXIT_OK
+    scope = f" for fleet {printable(fleet.name)}" if fleet else ""
     out.write(
         f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
-        f"{len(resolutions)} signals resolved\n"
+        f"{len(resolutions)} signals resolved{scope}\n"
     )
     width = max(len(n) for n in resolutions)
     for name, r in sorted(resolutions.items()):
         if r.blind:
             status = "BLIND"
+        elif name in fleet_blind:
+            status = f"BLIND for this fleet: {fleet_blind[name]}"
         else:
             replica = r.replica.source if r.replica else "-"
-            fleet = r.fleet.source if r.fleet else "-"
-            status = f"replica: {replica}, fleet: {fleet}"
+            whole = r.fleet.source if r.fleet else "-"
+            status = f"replica: {replica}, fleet: {whole}"
         if r.deprecated_in_use:
             status += f"  (deprecated names in use: {', '.join(r.deprecated_in_use)})"
         out.write(f"  {name:<{width}}  {status}\n")

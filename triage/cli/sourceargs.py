@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 
 from signals import secret
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
@@ -131,14 +132,15 @@ def catalog(args: argparse.Namespace) -> Catalog:
 
 
 def live_source(
-    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0
+    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0, *, scope: bool = True
 ) -> tuple[PrometheusSource, Catalog, QueryOptions]:
     """The server, the catalog and the query options the live flags describe, as every live command
     reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
-    the options are scoped to the fleet as it was in the `lookback` before `at`."""
+    the options are scoped to the fleet as it was in the `lookback` before `at` (unless `scope`
+    is off: the caller scopes per fleet itself)."""
     prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
     wanted = getattr(args, "fleet", None)
-    if wanted:
+    if wanted and scope:
         options = scoped_options(chosen_fleet(prometheus, args, wanted, at, lookback), options)
     return prometheus, cat, options
 
@@ -157,7 +159,36 @@ def find_fleets(
     prometheus: PrometheusSource, args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0
 ) -> FleetMap:
     """The fleets the server held in the `lookback` before `at`, named by the configured fleet labels."""
-    return discover(fetch_inventory(prometheus, at, lookback), fleet_labels(args))
+    selector = query_options(args).selector
+    return discover(fetch_inventory(prometheus, at, lookback, selector), fleet_labels(args))
+
+
+def fleets_to_diagnose(
+    prometheus: PrometheusSource,
+    args: argparse.Namespace,
+    at: float,
+    lookback: float,
+    alert_labels: Mapping[str, str] | None = None,
+) -> list[Fleet]:
+    """Which fleets a live diagnosis is about: the one `--fleet` names, the one an alert names
+    by its fleet labels, or every fleet the server (within `--selector`) holds when there are
+    several; none (an unscoped diagnosis, as with one fleet) otherwise."""
+    if getattr(args, "fleet", None):
+        return [chosen_fleet(prometheus, args, args.fleet, at, lookback)]
+    found = find_fleets(prometheus, args, at, lookback)
+    labels = fleet_labels(args)
+    if alert_labels and all(alert_labels.get(label) for label in labels):
+        named = {label: alert_labels[label] for label in labels}
+        matches = [f for f in found.fleets if all(dict(f.labels).get(k) == v for k, v in named.items())]
+        if not matches:
+            wanted = ",".join(f"{k}={v}" for k, v in named.items())
+            names = ", ".join(f.name for f in found.fleets) or "none found"
+            raise SourceArgError(
+                f"--alert: the alert names fleet {wanted}, which {prometheus.url} does not hold; "
+                f"the fleets are: {names}"
+            )
+        return matches
+    return list(found.fleets) if len(found.fleets) > 1 else []
 
 
 def chosen_fleet(
