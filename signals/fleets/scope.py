@@ -30,7 +30,8 @@ def _join(*matchers: str) -> str:
 
 
 def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
-    """`base` with every exporter scoped to `fleet` (the user's selector still applies to the gateway)."""
+    """`base` with every exporter scoped to `fleet` (the user's selector still applies to the gateway);
+    the replica label is the engine's, the name every replica goes by once joined."""
     labels = dict(fleet.labels)
     fleet_matchers = ",".join(f"{k}={_quote(v)}" for k, v in fleet.labels if v)
     replica_matcher = f"{fleet.replica_label}=~{_any_of(list(fleet.replicas))}" if fleet.replicas else ""
@@ -52,7 +53,7 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
     if gpu is not None:
         scopes["gpu"] = gpu
     return QueryOptions(
-        replica_label=base.replica_label,
+        replica_label=fleet.replica_label,
         selector=base.selector,
         window=base.window,
         extra=base.extra,

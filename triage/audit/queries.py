@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from signals.catalog import Catalog, QueryOptions, render
@@ -56,12 +57,19 @@ def instant_queries(names: frozenset[str], options: QueryOptions, lookback: floa
         templates["gpu_pod_nodes"] = (
             'max by (node) (kube_pod_container_resource_requests{resource="nvidia_com_gpu",$sel})'
         )
-    dcgm = [n for n in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED") if n in names]
+    gpu_metrics: tuple[str, ...] = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED")
+    dcgm = [n for n in gpu_metrics if n in names]
     if dcgm:
         labels = [*NODE_LABELS, "instance", options.replica_label, "gpu", "UUID", *DRIVER_LABELS]
+        # Scoped to a fleet, DCGM may name the workload's pod its own way (exported_pod): copy
+        # it onto the engine's replica label, so the checks match GPUs to engine replicas.
+        gpu, engine = options.scope("gpu").replica_label, options.replica_label
+        if gpu != engine:
+            dcgm = [f'label_replace({n}, "{engine}", "$$1", "{gpu}", "(.+)")' for n in dcgm]
         templates["dcgm_gpus"] = f"group by ({', '.join(dict.fromkeys(labels))}) ({' or '.join(dcgm)})"
-    window = QueryOptions(options.replica_label, options.selector, f"{max(1, round(lookback))}s")
-    return {key: render(template, window) for key, template in templates.items()}
+    window = replace(options, window=f"{max(1, round(lookback))}s")
+    exporters = {"gpu_pod_nodes": "kube_pod", "gpu_nodes": "kube_pod", "dcgm_gpus": "gpu"}
+    return {key: render(text, window, exporters.get(key, "engine")) for key, text in templates.items()}
 
 
 EXTRA_METRICS: Final[Mapping[str, tuple[str, ...]]] = {

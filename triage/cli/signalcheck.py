@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import TextIO
 
 from signals.catalog import resolve
@@ -29,6 +30,7 @@ def add_parser(sub: common.Subparsers) -> None:
         "blind, and which causes that leaves unprovable. Deprecated metric names in use are reported.",
     )
     sc.add_argument("--format", choices=("text", "json"), default="text")
+    sc.add_argument("--at", metavar="T", help="with --fleet: when to find the fleet (default now)")
     common.add_playbook_option(sc)
     sourceargs.add_prometheus_options(sc, required=True)
 
@@ -49,7 +51,8 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     kb = load_playbooks(args.playbooks)
     prometheus = sourceargs.prometheus_source(args)
     names = prometheus.metric_names()
-    fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet) if args.fleet else None
+    at = common.live_moment(args.at, time.time(), "--at")
+    fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet, at) if args.fleet else None
     resolutions = resolve(sourceargs.catalog(args), names, fleet.engine if fleet else None)
     # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
     fleet_blind = blind_for(fleet, resolutions) if fleet else {}
