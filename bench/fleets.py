@@ -78,7 +78,7 @@ def main() -> None:
     )
     parser.add_argument("--fleets", type=int, default=10)
     parser.add_argument("--replicas", type=int, default=100)
-    parser.add_argument("--duration", default="75m", help="history per cluster (default 75m, the shortest the stories tell)")
+    parser.add_argument("--duration", default="75m", help="history per cluster (75m: the shortest story)")
     parser.add_argument("--step", default="30s")
     parser.add_argument("--runs", type=int, default=3)
     opts = parser.parse_args()

@@ -101,6 +101,10 @@ class _Kube:
     def pods_of(self, namespace: str, kind: str, name: str) -> list[str]:
         return sorted(p for (ns, p), owner in self.owner.items() if ns == namespace and owner == (kind, name))
 
+    def workload_pods(self, namespace: str, workload: Workload) -> list[str]:
+        """Every pod kube-state-metrics shows under the workload (through its ReplicaSets)."""
+        return sorted(p for (ns, p) in self.owner if ns == namespace and self.workload(ns, p) == workload)
+
 
 @dataclass
 class _Draft:
@@ -187,6 +191,16 @@ def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
             # A LeaderWorkerSet group: the worker StatefulSet carries the leader pod's name.
             for worker in kube.pods_of(namespace, "StatefulSet", replica):
                 workers[worker] = replica
+        if workload is not None:
+            silent = [p for p in kube.workload_pods(namespace, workload) if p not in draft.replicas]
+            if silent:
+                local.append(
+                    JoinProblem(
+                        "engine",
+                        f"pods of {workload} with no engine series: {', '.join(silent[:5])}"
+                        + (f" and {len(silent) - 5} more" if len(silent) > 5 else ""),
+                    )
+                )
         if workload is not None and workload.kind == "StatefulSet" and workers:
             workload = Workload("LeaderWorkerSet", workload.name)
     elif kube.info:

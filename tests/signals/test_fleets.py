@@ -218,3 +218,18 @@ def test_without_kube_state_metrics_replicas_stand_alone() -> None:
     # GPUs still join through exported_pod; the router cannot (no pod IPs).
     assert len(small.gpus) == 3 and small.routers == ()
     assert any(p.exporter == "router" for p in found.problems)
+
+
+def test_pods_of_a_fleets_workload_with_no_engine_series_are_named() -> None:
+    base = inventory()
+    silent = _pod("vllm-7d9f8b6c5-zzzzz", "node-a", "10.0.1.99")
+    owners = [*base.pod_owners, _owner("vllm-7d9f8b6c5-zzzzz", "ReplicaSet", "vllm-7d9f8b6c5")]
+    found = discover(inventory(pods=[*base.pods, silent], pod_owners=owners))
+    small = next(f for f in found.fleets if M8 in f.name)
+    assert small.replicas == tuple(P8)
+    assert "engine: pods of Deployment/vllm with no engine series: vllm-7d9f8b6c5-zzzzz" in map(
+        str, small.problems
+    )
+    # LeaderWorkerSet workers serve no engine series by design: they are not reported.
+    big = next(f for f in found.fleets if M70 in f.name)
+    assert not any("no engine series" in str(p) for p in big.problems)
