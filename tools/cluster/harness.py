@@ -195,4 +195,6 @@ def backfill(history: History, series: list[Backfill]) -> TemporaryPrometheus:
     text = to_openmetrics(
         (name, labels, values, history.start, history.step) for name, labels, values in series
     )
-    return TemporaryPrometheus(text, lookback_delta=2 * history.step, startup_timeout=60.0)
+    # promtool writes about a thousand series a second here: give a benchmark-sized cluster its time.
+    timeout = max(60.0, len(series) / 500)
+    return TemporaryPrometheus(text, lookback_delta=2 * history.step, startup_timeout=timeout)
