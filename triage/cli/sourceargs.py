@@ -170,16 +170,9 @@ def chosen_fleet(
     """The one fleet `--fleet` names; SourceArgError listing the fleets when it names none or several."""
     found = find_fleets(prometheus, args, at, lookback)
     try:
-        matches = found.find(wanted)
+        return found.one(wanted, prometheus.url)
     except ValueError as exc:
         raise SourceArgError(f"--fleet: {exc}") from None
-    names = ", ".join(f.name for f in found.fleets) or "none found"
-    if not matches:
-        raise SourceArgError(f"--fleet: no fleet '{wanted}' in {prometheus.url}; the fleets are: {names}")
-    if len(matches) > 1:
-        several = ", ".join(f.name for f in matches)
-        raise SourceArgError(f"--fleet: '{wanted}' matches {len(matches)} fleets ({several}); name one")
-    return matches[0]
 
 
 def duration_arg(value: str, flag: str) -> float:
