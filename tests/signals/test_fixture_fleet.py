@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from signals.capture import dump_fixture, frame_to_fixture
 from signals.errors import InputError
 from signals.fixture import load_fixture
 from signals.fixturefleet import FixtureFleet, fleets_in
@@ -151,3 +152,17 @@ def test_a_signal_level_fixture_cannot_name_a_fleet_in_expect(tmp_path: Path) ->
         load_fixture(write(tmp_path, SIGNAL.replace("  cause:", "  fleet: llm/m-8b\n  cause:")))
     assert err.value.key == "expect.fleet" and "only a raw fixture (level: raw)" in err.value.message
 
+
+def test_a_capture_writes_its_fleet_at_the_top_and_reads_back(tmp_path: Path) -> None:
+    frame = load_fixture(write(tmp_path, SIGNAL)).frame
+    record = FixtureFleet((("namespace", "llm"), ("model_name", "m-8b")), "Deployment/vllm")
+    text = dump_fixture(frame_to_fixture(frame, "captured", "from a test", fleet=record))
+    assert text.splitlines()[2:6] == [
+        "fleet:",
+        "  labels:",
+        "    namespace: llm",
+        "    model_name: m-8b",
+    ]
+    assert load_fixture(write(tmp_path, text)).fleet == record
+    unscoped = dump_fixture(frame_to_fixture(frame, "captured", "from a test"))
+    assert "fleet" not in unscoped and load_fixture(write(tmp_path, unscoped)).fleet is None

@@ -136,11 +136,21 @@ def live_source(
     """The server, the catalog and the query options the live flags describe, as every live command
     reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
     the options are scoped to the fleet as it was in the `lookback` before `at`."""
+    prometheus, cat, options, _ = live_fleet_source(args, at, lookback)
+    return prometheus, cat, options
+
+
+def live_fleet_source(
+    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0
+) -> tuple[PrometheusSource, Catalog, QueryOptions, Fleet | None]:
+    """`live_source` and the fleet `--fleet` chose (None without it), for a command that records
+    which fleet it read (a capture)."""
     prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
     wanted = getattr(args, "fleet", None)
-    if wanted:
-        options = scoped_options(chosen_fleet(prometheus, args, wanted, at, lookback), options)
-    return prometheus, cat, options
+    if not wanted:
+        return prometheus, cat, options, None
+    fleet = chosen_fleet(prometheus, args, wanted, at, lookback)
+    return prometheus, cat, scoped_options(fleet, options), fleet
 
 
 def fleet_labels(args: argparse.Namespace) -> tuple[str, ...]:
