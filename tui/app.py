@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -41,6 +40,7 @@ from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFai
 from tui.rendering import Rendering
 from tui.replay import ReplayCursor
 from tui.screens import HelpScreen
+from tui.settings import Settings
 from tui.view import replica_rows, tile_specs
 from tui.widgets import (
     SignalTile,
@@ -48,20 +48,7 @@ from tui.widgets import (
     WalkTree,
 )
 
-
-@dataclass
-class Settings:
-    """How the app runs: the symptom to start from, refresh period, alert sources."""
-
-    symptom: str = AUTO
-    symptom_source: str = ""
-    refresh: float = 15.0
-    play_interval: float = 0.5
-    alertmanager: str | None = None
-    service: str | None = None
-    service_token: str | None = None
-    theme: str = "textual-dark"
-    clock: Callable[[], float] = field(default=time.time)
+__all__ = ["Settings", "TriageApp"]
 
 
 class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):

@@ -34,8 +34,9 @@ from triage.replay import fixture_symptom
 from triage.rules import Slo, load_slo
 
 if TYPE_CHECKING:
-    from tui.app import Settings, TriageApp
+    from tui.app import TriageApp
     from tui.feeds import Feed
+    from tui.settings import Settings
 
 EPILOG = """\
 examples:
@@ -73,8 +74,8 @@ def replay_app(
     settings: Settings | None = None,
 ) -> TriageApp:
     """The app replaying `fixture`, starting from `symptom`, else the fixture's, else auto."""
-    from tui.app import Settings
     from tui.feeds import FixtureFeed
+    from tui.settings import Settings
 
     settings = settings or Settings()
     settings.symptom, settings.symptom_source = fixture_symptom(fixture, symptom, graph.knowledge)
@@ -122,8 +123,8 @@ def _url(value: str | None, flag: str) -> str | None:
 
 def build_from_args(args: argparse.Namespace) -> TriageApp:
     """Validate every option before the screen takes over, so errors print as plain lines."""
-    from tui.app import Settings
     from tui.feeds import PrometheusFeed
+    from tui.settings import Settings
 
     if bool(args.fixture) == bool(args.prometheus):
         raise core.UsageError("give either --fixture PATH (replay) or --prometheus URL (live)")
