@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from signals.errors import InputError
+from signals.fixturefleet import FixtureFleet, fleets_in, read_expect_fleet, read_fleet, select_fleet
 from signals.frame import Series, SignalFrame, labels_of
 from signals.notation import NotationError, parse_values
 from signals.selector import parse_selector
@@ -35,10 +36,11 @@ TOP_KEYS = (
     "at",
     "symptom",
     "alert",
+    "fleet",
     "input_series",
     "expect",
 )
-EXPECT_KEYS = ("cause", "also", "forbidden", "not_forbidden")
+EXPECT_KEYS = ("fleet", "cause", "also", "forbidden", "not_forbidden")
 ALERT_KEYS = ("labels", "annotations")
 SERIES_KEYS = ("series", "values")
 MAX_STEPS = 2_000_000
@@ -47,13 +49,15 @@ MAX_STEPS = 2_000_000
 @dataclass(frozen=True)
 class Expect:
     """What a replay must conclude. `cause` None means no expectation on the top cause;
-    `no_cause` means no cause may be ranked at all (`cause: none`)."""
+    `no_cause` means no cause may be ranked at all (`cause: none`). `fleet` names the fleet
+    of a raw fixture holding several that the expectation is about (name or labels)."""
 
     cause: str | None
     no_cause: bool = False
     also: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
     not_forbidden: tuple[str, ...] = ()
+    fleet: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class Fixture:
     frame: SignalFrame
     document: Document = field(repr=False)
     level: str = "signal"
+    fleet: FixtureFleet | None = None
+    """Which fleet the incident is (`fleet:` at the top); for a replayed raw fixture, the fleet
+    its replay diagnosed."""
 
 
 def _unknown_keys(
@@ -131,6 +138,7 @@ def _read_expect(doc: Document, value: Any) -> Expect:
         also=_string_list(doc, value.get("also"), (*path, "also")),
         forbidden=_string_list(doc, value.get("forbidden"), (*path, "forbidden")),
         not_forbidden=_string_list(doc, value.get("not_forbidden"), (*path, "not_forbidden")),
+        fleet=read_expect_fleet(doc, value["fleet"]) if value.get("fleet") is not None else None,
     )
 
 
@@ -231,6 +239,17 @@ def fixture_from_document(doc: Document) -> Fixture:
         raise doc.error(("alert",), f"expected a mapping with labels and annotations, got {_kind(alert)}")
     _unknown_keys(doc, alert, ALERT_KEYS, ("alert",))
     expect = _read_expect(doc, data["expect"]) if data.get("expect") is not None else None
+    record = read_fleet(doc, data["fleet"]) if data.get("fleet") is not None else None
+    wanted = expect.fleet if expect is not None else None
+    if level == "signal" and wanted is not None:
+        raise doc.error(
+            ("expect", "fleet"),
+            "only a raw fixture (level: raw) holds several fleets; a signal-level fixture is one "
+            "fleet, named by `fleet:` at the top",
+        )
+    if level == "raw" and (record is not None or expect is not None):
+        found = fleets_in(((m, labels) for m, labels, _ in parsed), record)
+        select_fleet(doc, found, record, wanted, expect is not None)
     return Fixture(
         path=doc.source,
         name=name,
@@ -245,6 +264,7 @@ def fixture_from_document(doc: Document) -> Fixture:
         frame=frame,
         document=doc,
         level=level,
+        fleet=record,
     )
 
 

@@ -5,6 +5,11 @@ openmetrics` into a temporary folder, and a temporary Prometheus on a free loopb
 serves them; the catalog then runs through exactly the code path of a live diagnosis
 (`signals.live.fetch_frame`), and the Prometheus is stopped. What comes back is the same
 fixture with a signal-level frame, ready for the walk.
+
+A raw fixture that names its fleet (`expect.fleet`, or `fleet:` at the top) is replayed as
+a live `--fleet` is read: the fleets are discovered on the temporary Prometheus and every
+exporter's queries are scoped to that one, so another fleet's trouble in the same
+recording never becomes its cause.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ from dataclasses import replace
 
 from signals.catalog import Catalog, QueryOptions
 from signals.fixture import Fixture
+from signals.fixturefleet import FixtureFleet, fleet_labels, select_fleet
+from signals.fleets import discover
+from signals.fleets.inventory import fetch_inventory
+from signals.fleets.scope import scoped_options
 from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
@@ -20,20 +29,31 @@ from signals.tempprom import TemporaryPrometheus, to_openmetrics
 REPLAY_TIMEOUT = 60.0
 
 
+def names_a_fleet(fixture: Fixture) -> bool:
+    """True when the fixture says which fleet it is about, so its replay is scoped to it."""
+    return fixture.fleet is not None or (fixture.expect is not None and fixture.expect.fleet is not None)
+
+
 def replay_raw(
     fixture: Fixture, catalog: Catalog, options: QueryOptions | None = None
 ) -> tuple[Fixture, FetchReport]:
-    """The fixture with its raw series turned into signals by a temporary Prometheus."""
+    """The fixture with its raw series turned into signals by a temporary Prometheus (scoped to
+    the fleet it names, which the returned fixture then records)."""
     frame = fixture.frame
     text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    options = options or QueryOptions()
+    record = fixture.fleet
     with TemporaryPrometheus(text, lookback_delta=2 * frame.step) as prometheus:
         source = PrometheusSource(prometheus.url, timeout=REPLAY_TIMEOUT)
+        lookback = frame.end - frame.start
+        if names_a_fleet(fixture):
+            found = discover(fetch_inventory(source, frame.end, lookback), fleet_labels(fixture.fleet))
+            wanted = fixture.expect.fleet if fixture.expect is not None else None
+            fleet = select_fleet(fixture.document, found, fixture.fleet, wanted, fixture.expect is not None)
+            if fleet is not None:
+                options = scoped_options(fleet, options)
+                record = FixtureFleet.of(fleet)
         signals, report = fetch_frame(
-            source,
-            catalog,
-            options or QueryOptions(),
-            at=frame.end,
-            lookback=frame.end - frame.start,
-            step=frame.step,
+            source, catalog, options, at=frame.end, lookback=lookback, step=frame.step
         )
-    return replace(fixture, frame=signals, level="signal"), report
+    return replace(fixture, frame=signals, level="signal", fleet=record), report

@@ -6,7 +6,9 @@ Prometheus and evaluates the signal catalog's PromQL on them; the resulting sign
 is diagnosed like any other. A raw fixture named `X-raw` has a signal-level twin `X`
 (written from the same Fleet by tools/incidents_raw.py): the raw replay must satisfy the
 shared expect block, reach the twin's top cause, and produce the signals the catalog
-promises for the exporters present, at values close to the twin's.
+promises for the exporters present, at values close to the twin's. A raw fixture holding
+several fleets is replayed scoped to the one its expect names: its replicas are then that
+fleet's pods.
 
 The generator's invariants (monotone counters, cumulative buckets, +Inf = _count) are
 checked without Prometheus; everything else needs `prometheus` and `promtool` and is
@@ -28,7 +30,7 @@ from promserver import require_prometheus_binaries
 from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
 from signals.live import FetchReport
-from signals.rawreplay import replay_raw
+from signals.rawreplay import names_a_fleet, replay_raw
 from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
 from triage.core.walk import diagnose
@@ -295,6 +297,10 @@ def test_the_catalog_produces_the_signals_of_each_exporter(
         for s in result.raw.frame.series
         if s.signal.startswith(("vllm:", "sglang:"))
     }
+    if names_a_fleet(result.raw):
+        # scoped to the one fleet it names: replicas are that fleet's pods, as its engine signals read
+        engines = set(frame.replicas("requests_running").replicas)
+        assert engines and len(engines) < len({s.label_map.get("pod") for s in result.raw.frame.series})
     if "dcgm" in present:
         # the DCGM series join the engines' replicas by instance (and keep their gpu label)
         assert set(frame.replicas("gpu_temp_celsius").replicas) == engines

@@ -7,16 +7,16 @@ and hand it to widgets, which only render. Input is never blocked: a slow Promet
 delays the next picture, not the next key.
 
 This module holds the layout, the workers, the message handlers and the keys; the app
-mixes in its drawing (`tui.rendering`), the replay cursor (`tui.replay`) and the
-drill-down (`tui.drill`), and opens the screens of `tui.screens`.
+mixes in its drawing (`tui.rendering`), the replay cursor (`tui.replay`), the
+drill-down (`tui.drill`) and the fleet picker (`tui.fleets`), and opens the screens of
+`tui.screens`.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -37,10 +37,12 @@ from triage.rules import Slo
 from tui.alerts import AlertView, load_alerts
 from tui.drill import DrillDown
 from tui.feeds import Feed, Snapshot
+from tui.fleets import FleetChoice
 from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
 from tui.rendering import Rendering
 from tui.replay import ReplayCursor
 from tui.screens import HelpScreen
+from tui.settings import Settings
 from tui.view import replica_rows, tile_specs
 from tui.widgets import (
     SignalTile,
@@ -48,23 +50,10 @@ from tui.widgets import (
     WalkTree,
 )
 
-
-@dataclass
-class Settings:
-    """How the app runs: the symptom to start from, refresh period, alert sources."""
-
-    symptom: str = AUTO
-    symptom_source: str = ""
-    refresh: float = 15.0
-    play_interval: float = 0.5
-    alertmanager: str | None = None
-    service: str | None = None
-    service_token: str | None = None
-    theme: str = "textual-dark"
-    clock: Callable[[], float] = field(default=time.time)
+__all__ = ["Settings", "TriageApp"]
 
 
-class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
+class TriageApp(Rendering, ReplayCursor, DrillDown, FleetChoice, App[None]):
     """k9s for an LLM fleet: keyboard-first, dense, calm, never frozen."""
 
     CSS_PATH = "app.tcss"
@@ -77,6 +66,7 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
         Binding("2", "tab('overview')", "overview", show=False),
         Binding("3", "tab('alerts')", "alerts", show=False),
         Binding("s", "symptom", "symptom"),
+        Binding("f", "fleets", "fleet"),
         Binding("enter", "drill", "chart", show=False),
         Binding("c", "copy", "copy", show=False),
         # The time cursor wins over the focused widget (tabs, tables) in replay; live, the
@@ -170,14 +160,14 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
     @work(thread=True, exclusive=True, group="fetch", description="load the feed")
     def load_picture(self, at: float | None = None, purpose: str = "picture") -> None:
         """Load the feed (network for live) off the UI thread; the answer comes as a message."""
+        feed = self.feed
         try:
-            snapshot = self.feed.load(at)
+            snapshot = feed.load(at)
         except Exception as exc:  # any feed failure is shown in place, never raised
-            self.post_message(
-                FetchFailed(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), time.time())
-            )
+            error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+            self.post_message(FetchFailed(error, time.time(), feed))
             return
-        self.post_message(SnapshotLoaded(snapshot, purpose))
+        self.post_message(SnapshotLoaded(snapshot, purpose, feed))
 
     @work(thread=True, exclusive=True, group="diagnose", description="diagnose")
     def run_diagnosis(self, seq: int, snapshot: Snapshot, symptom: str, at: float, source: str) -> None:
@@ -209,6 +199,9 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
     # ----- messages -----------------------------------------------------------------------
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        if message.source not in (None, self.feed):
+            return  # loaded for a fleet no longer chosen
+        self.offer_fleets()
         if self.snapshot is None:
             gc.freeze()  # once: a replay's frame lives as long as the app (later garbage stays collectable)
         self.snapshot = message.snapshot
@@ -223,6 +216,9 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
         self.request_diagnosis()
 
     def on_fetch_failed(self, message: FetchFailed) -> None:
+        if message.source not in (None, self.feed):
+            return
+        self.offer_fleets()
         self.fetch_error = message.error
         self.last_refresh = message.at
         self._render_status()
@@ -305,6 +301,8 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, App[None]):
         """Cursor keys belong to the replay; live, and under a dialog, they go to the widgets."""
         if action in ("step", "jump", "play"):
             return not self.feed.live and not isinstance(self.screen, ModalScreen)
+        if action == "fleets":  # live only: a recording is one picture
+            return self.feed.live and not isinstance(self.screen, ModalScreen)
         return True
 
     def action_help(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from signals.catalog import Catalog, load_catalog
 from signals.fixture import Fixture
+from signals.fleets import FleetMap
 from signals.timeparse import format_duration
 from triage.cli import main as core
 from triage.cli.sourceargs import (
@@ -24,6 +25,7 @@ from triage.cli.sourceargs import (
     add_prometheus_options,
     catalog,
     duration_arg,
+    fleet_labels,
     prometheus_source,
     query_options,
     read_secret,
@@ -34,17 +36,20 @@ from triage.replay import fixture_symptom
 from triage.rules import Slo, load_slo
 
 if TYPE_CHECKING:
-    from tui.app import Settings, TriageApp
+    from tui.app import TriageApp
     from tui.feeds import Feed
+    from tui.settings import Settings
 
 EPILOG = """\
 examples:
   triage tui --fixture fixtures/kv-pressure-long-context.yaml      # replay: ←/→ move the cursor
-  triage tui --prometheus http://prometheus:9090 --selector '{namespace="llm"}'
+  triage tui --prometheus http://prometheus:9090 --fleet llm/meta-llama/Llama-3.1-8B-Instruct
+  triage tui --prometheus http://prometheus:9090 --selector '{namespace="llm"}'   # f picks a fleet
   triage tui --prometheus URL --alertmanager http://alertmanager:9093 --service http://triage:8080
 
 keys: ? every key · q quit · 1/2/3 tabs · s symptom · enter chart the selection · c copy
-      replay: ←/→ one step · shift+←/→ ten minutes · o onset · space play/pause · live: r refresh
+      replay: ←/→ one step · shift+←/→ ten minutes · o onset · space play/pause
+      live: r refresh · f fleet (the picker opens by itself when the server holds several)
 NO_COLOR=1 turns colour off.
 """
 
@@ -73,8 +78,8 @@ def replay_app(
     settings: Settings | None = None,
 ) -> TriageApp:
     """The app replaying `fixture`, starting from `symptom`, else the fixture's, else auto."""
-    from tui.app import Settings
     from tui.feeds import FixtureFeed
+    from tui.settings import Settings
 
     settings = settings or Settings()
     settings.symptom, settings.symptom_source = fixture_symptom(fixture, symptom, graph.knowledge)
@@ -120,10 +125,22 @@ def _url(value: str | None, flag: str) -> str | None:
     return value.rstrip("/") if value else None
 
 
+def _fleet_arg(value: str | None) -> str | None:
+    """`--fleet` as written: each load finds the fleet it names again (its pods change with
+    rollouts), so only its syntax can be checked before the screen takes over."""
+    if not value:
+        return None
+    try:
+        FleetMap(()).find(value)
+    except ValueError as exc:
+        raise SourceArgError(f"--fleet: {exc}") from None
+    return value.strip()
+
+
 def build_from_args(args: argparse.Namespace) -> TriageApp:
     """Validate every option before the screen takes over, so errors print as plain lines."""
-    from tui.app import Settings
     from tui.feeds import PrometheusFeed
+    from tui.settings import Settings
 
     if bool(args.fixture) == bool(args.prometheus):
         raise core.UsageError("give either --fixture PATH (replay) or --prometheus URL (live)")
@@ -141,6 +158,8 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
     )
     slo = load_slo(args.slo)
     if args.fixture:
+        if args.fleet:
+            raise core.UsageError("--fleet: only with --prometheus; a fixture names its own fleet")
         fixture = core.load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
         return replay_app(graph, fixture, symptom, load_catalog(args.catalog), slo, settings)
     settings.symptom = symptom or AUTO
@@ -151,6 +170,8 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
         query_options(args),
         lookback=duration_arg(args.lookback, "--lookback"),
         step=duration_arg(args.step, "--step"),
+        fleet=_fleet_arg(args.fleet),
+        fleet_labels=fleet_labels(args),
     )
     return create_app(graph, feed, slo, settings)
 

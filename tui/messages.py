@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from signals.fleets import FleetMap
 from triage.core.model import Diagnosis
 from tui.alerts import AlertView
-from tui.feeds import Snapshot
+from tui.feeds import Feed, Snapshot
 
 
 class SnapshotLoaded(Message):
-    """A feed load finished; `purpose` says whether it is the picture or an alert's moment."""
+    """A feed load finished; `purpose` says whether it is the picture or an alert's moment.
+    `source` is the feed that loaded it: a load from a feed since replaced (another fleet
+    chosen) is dropped."""
 
-    def __init__(self, snapshot: Snapshot, purpose: str = "picture") -> None:
+    def __init__(self, snapshot: Snapshot, purpose: str = "picture", source: Feed | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.purpose = purpose
+        self.source = source
 
 
 class FetchFailed(Message):
     """A feed load failed; the last good snapshot stays on screen."""
 
-    def __init__(self, error: str, at: float) -> None:
+    def __init__(self, error: str, at: float, source: Feed | None = None) -> None:
         super().__init__()
         self.error = error
         self.at = at
+        self.source = source
 
 
 class DiagnosisReady(Message):
@@ -53,3 +58,19 @@ class AlertsLoaded(Message):
         super().__init__()
         self.alerts = alerts
         self.errors = errors
+
+
+class FleetsFound(Message):
+    """The fleets a live server holds, for the fleet picker."""
+
+    def __init__(self, fleets: FleetMap) -> None:
+        super().__init__()
+        self.fleets = fleets
+
+
+class FleetsFailed(Message):
+    """The fleets could not be listed: said in the picker, and tried again when it opens."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error

@@ -14,10 +14,12 @@ from textual.widget import Widget
 from textual.widgets import DataTable, OptionList, Static, TabbedContent
 from textual.widgets.option_list import Option
 
+from signals.fleets import FleetMap
 from signals.timeparse import format_duration, format_instant
 from triage.core.escape import printable
 from triage.core.model import AUTO, Diagnosis
 from tui.feeds import Feed, Snapshot
+from tui.fleets import fleet_status
 from tui.view import TileSpec, format_value, replica_rows, tiles
 from tui.widgets import SignalTile, StatusLine, WalkTree, action_text, fmt_age, verdict_text, warnings_text
 
@@ -47,6 +49,7 @@ class RenderHost(Protocol):
     specs: tuple[TileSpec, ...]
     sort_by: tuple[str, bool] | None
     _overview_stale: bool
+    fleet_map: FleetMap | None
 
     @property
     def settings(self) -> _Settings: ...
@@ -72,6 +75,7 @@ class Rendering:
         text = Text()
         text.append("LIVE " if self.feed.live else "REPLAY ", style="bold reverse")
         text.append(f" {printable(self.feed.label)}")
+        text.append_text(fleet_status(self.feed, self.snapshot, self.fleet_map))
         at = self.moment
         if at is not None:
             text.append(f" · {format_instant(at)[5:19].replace('T', ' ')}Z")

@@ -29,6 +29,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("o", "replay: jump to the onset"),
     ("space", "replay: play / pause"),
     ("r", "live: refresh now (alerts too)"),
+    ("f", "live: choose the fleet (or all of them) to show"),
     ("escape", "close the drill-down or this help"),
 )
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from signals.errors import SignalError
 from signals.fleets.discover import ENGINES, Inventory
+from signals.fleets.labelsets import DCGM, ENGINE_BY, GPU_BY, KUBE, KUBE_BY
 from signals.fleets.model import JoinProblem
 from signals.prometheus import PrometheusSource
 from signals.timeparse import format_duration
-
-_DCGM = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
 
 
 def queries(window: str, engine_selector: str = "") -> dict[str, tuple[str, str]]:
@@ -26,25 +25,16 @@ def queries(window: str, engine_selector: str = "") -> dict[str, tuple[str, str]
     """
     matchers = f"{{{engine_selector}}}" if engine_selector else ""
 
-    def seen(selector: str, by: str) -> str:
-        return f"group by ({by}) (last_over_time({selector}[{window}]))"
+    def seen(selector: str, by: tuple[str, ...]) -> str:
+        return f"group by ({', '.join(by)}) (last_over_time({selector}[{window}]))"
 
     out: dict[str, tuple[str, str]] = {
-        f"engine:{name}": ("engine", seen(name + matchers, "namespace, pod, instance, model_name, server"))
-        for name in ENGINES
+        f"engine:{name}": ("engine", seen(name + matchers, ENGINE_BY)) for name in ENGINES
     }
-    out["pods"] = ("kube-state-metrics", seen("kube_pod_info", "namespace, pod, node, pod_ip"))
-    out["pod_owners"] = (
-        "kube-state-metrics",
-        seen("kube_pod_owner", "namespace, pod, owner_kind, owner_name"),
-    )
-    out["replicaset_owners"] = (
-        "kube-state-metrics",
-        seen("kube_replicaset_owner", "namespace, replicaset, owner_kind, owner_name"),
-    )
-    gpu_by = "Hostname, hostname, gpu, UUID, pod, namespace, exported_pod, exported_namespace"
-    for name in _DCGM:
-        out[f"gpus:{name}"] = ("dcgm", seen(name, gpu_by))
+    for metric, kind in KUBE.items():
+        out[kind] = ("kube-state-metrics", seen(metric, KUBE_BY[kind]))
+    for name in DCGM:
+        out[f"gpus:{name}"] = ("dcgm", seen(name, GPU_BY))
     return out
 
 

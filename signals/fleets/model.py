@@ -141,6 +141,18 @@ class FleetMap:
         exact = [f for f in self.fleets if f.name == text]
         return exact or [f for f in self.fleets if f.name.startswith(text)]
 
+    def one(self, wanted: str, where: str) -> Fleet:
+        """The one fleet `wanted` names (as `find` reads it); ValueError naming the fleets `where`
+        holds when it names none, or the ones it matches when it names several."""
+        matches = self.find(wanted)
+        if not matches:
+            names = ", ".join(f.name for f in self.fleets) or "none found"
+            raise ValueError(f"no fleet '{wanted}' in {where}; the fleets are: {names}")
+        if len(matches) > 1:
+            several = ", ".join(f.name for f in matches)
+            raise ValueError(f"'{wanted}' matches {len(matches)} fleets ({several}); name one")
+        return matches[0]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "fleets": [f.to_json() for f in self.fleets],

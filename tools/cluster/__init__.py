@@ -16,7 +16,8 @@ Modules, in the order the data flows:
 - `exposition`, `servers`: the `/metrics` pages and the HTTP servers that serve them;
 - `scrape`: the Operator's generated jobs over static targets with `__meta_kubernetes_*` labels;
 - `harness`: scrape, match every series to its scraped label set, backfill;
-- `scenarios`: the standard scenario and its truth record.
+- `scenarios`: the standard scenario and its truth record;
+- `rawfixture`: two of its fleets written as one raw fixture (`python -m tools.cluster.rawfixture`).
 """
 
 from tools.cluster.model import ClusterError

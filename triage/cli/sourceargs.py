@@ -138,11 +138,21 @@ def live_source(
     reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
     the options are scoped to the fleet as it was in the `lookback` before `at` (unless `scope`
     is off: the caller scopes per fleet itself)."""
+    prometheus, cat, options, _ = live_fleet_source(args, at, lookback, scope=scope)
+    return prometheus, cat, options
+
+
+def live_fleet_source(
+    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0, *, scope: bool = True
+) -> tuple[PrometheusSource, Catalog, QueryOptions, Fleet | None]:
+    """`live_source` and the fleet `--fleet` chose (None without it), for a command that records
+    which fleet it read (a capture)."""
     prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
     wanted = getattr(args, "fleet", None)
-    if wanted and scope:
-        options = scoped_options(chosen_fleet(prometheus, args, wanted, at, lookback), options)
-    return prometheus, cat, options
+    if not wanted or not scope:
+        return prometheus, cat, options, None
+    fleet = chosen_fleet(prometheus, args, wanted, at, lookback)
+    return prometheus, cat, scoped_options(fleet, options), fleet
 
 
 def fleet_labels(args: argparse.Namespace) -> tuple[str, ...]:
@@ -201,16 +211,9 @@ def chosen_fleet(
     """The one fleet `--fleet` names; SourceArgError listing the fleets when it names none or several."""
     found = find_fleets(prometheus, args, at, lookback)
     try:
-        matches = found.find(wanted)
+        return found.one(wanted, prometheus.url)
     except ValueError as exc:
         raise SourceArgError(f"--fleet: {exc}") from None
-    names = ", ".join(f.name for f in found.fleets) or "none found"
-    if not matches:
-        raise SourceArgError(f"--fleet: no fleet '{wanted}' in {prometheus.url}; the fleets are: {names}")
-    if len(matches) > 1:
-        several = ", ".join(f.name for f in matches)
-        raise SourceArgError(f"--fleet: '{wanted}' matches {len(matches)} fleets ({several}); name one")
-    return matches[0]
 
 
 def duration_arg(value: str, flag: str) -> float:

@@ -1,7 +1,8 @@
 """`triage test`: replay every fixture with an expect block and check it, like `promtool test rules`.
 
 Fixtures are the playbooks' regression tests and this is their runner: exit 1 on any
-failure for CI, JUnit XML for CI dashboards, an accuracy scorecard for people. The
+failure for CI, JUnit XML for CI dashboards, an accuracy scorecard for people. A raw
+fixture that names its fleet is replayed scoped to that fleet, and the line says which. The
 module is not named `test` so that no test collector takes it for a test file.
 """
 
@@ -99,13 +100,14 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
             outcome_for(graph, fixture, diagnosis, None if fmt else (), elapsed=time.perf_counter() - t0)
         )
         top = diagnosis.top.cause if diagnosis.top else "no cause"
+        of_fleet = f"  (fleet {fixture.fleet.name})" if fixture.fleet is not None else ""
         if result.passed:
             passed += 1
             if not args.quiet:
-                out.write(f"PASS  {path}  {diagnosis.symptom} -> {top}\n")
+                out.write(f"PASS  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
         else:
             failed += 1
-            out.write(f"FAIL  {path}  {diagnosis.symptom} -> {top}\n")
+            out.write(f"FAIL  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
             for problem in result.problems:
                 out.write(f"    {problem}\n")
     elapsed = time.perf_counter() - started
