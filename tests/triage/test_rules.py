@@ -105,8 +105,9 @@ def test_rule_file_passes_promtool_check(tmp_path: Path, rules_text: str) -> Non
 
 
 def test_selector_and_replica_label_reach_every_rule(tmp_path: Path, slo: Slo) -> None:
+    """The rules of a single fleet (no fleet labels): exactly as before fleets existed."""
     options = QueryOptions(replica_label="pod", selector='namespace="llm"')
-    text = render_rules(load_catalog(), slo, options)
+    text = render_rules(load_catalog(), slo, options, ())
     doc = yaml.safe_load(text)
     records = doc["groups"][0]["rules"]
     assert all("instance" not in r["expr"] for r in records)
@@ -135,8 +136,8 @@ def test_every_signal_with_a_source_is_recorded_as_the_or_of_its_sources_in_orde
             expr = records[name]
             if len(templates) > 1:
                 assert expr.startswith("(") and ") or (" in expr
-            metrics = [re.search(r"[a-zA-Z_:][a-zA-Z0-9_:]*\{", t) for t in templates]
-            positions = [expr.index(m.group(0)) for m in metrics if m is not None]
+            metrics = [re.search(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", t) for t in templates]
+            positions = [expr.index(m.group(1)) for m in metrics if m is not None]
             assert positions == sorted(positions), f"{name}: sources out of catalog order"
     assert "triage:long_prompt_ratio" not in records  # no exporter publishes it
     assert "triage:replicas_ready" in records and "triage:replicas_ready:replica" not in records
@@ -153,7 +154,10 @@ def test_user_catalog_sources_come_first(tmp_path: Path, slo: Slo) -> None:
     record = next(
         r for r in yaml.safe_load(text)["groups"][0]["rules"] if r["record"] == "triage:ttft_p99_seconds"
     )
-    assert record["expr"].startswith("(max(my_ttft_p99{})) or (histogram_quantile(0.99")
+    assert record["expr"].startswith(
+        '(max by (namespace, model_name) ((my_ttft_p99{server="",namespace!="",model_name!=""}) or '
+    )
+    assert ") or (histogram_quantile(0.99" in record["expr"]
     assert f"# catalog: bundled, {extra}" in text
 
 

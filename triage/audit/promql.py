@@ -4,8 +4,9 @@ The audit judges alert rules by what they read (a P99 or a mean, of which latenc
 it reads them with a real PromQL parser (PyPI `promql-parser`, a binding of the Rust
 parser that follows Prometheus 2.45) rather than a scanner: a metric-like word inside
 a string, a comment, `NaN`, a `{__name__="..."}` matcher, a subquery or an `on(...)`
-clause are each what the grammar says they are. This module is the seam: nothing
-else imports `promql_parser`, and its errors become `PromQLError` here.
+clause are each what the grammar says they are. This module is the audit's seam:
+nothing else in the audit imports `promql_parser` (the rules have their own, which
+writes queries), and its errors become `PromQLError` here.
 
 Recording rules are expanded by walking: a selector that names a recorded series
 stands for the expressions that record it (every one, when several rules record the

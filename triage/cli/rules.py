@@ -2,7 +2,9 @@
 
 The recording rules give each vocabulary signal one name whatever the engine flavour;
 the alerting rules carry a `symptom` label, so an alert reaches `triage serve` or
-`triage diagnose --alert` already saying where the walk starts.
+`triage diagnose --alert` already saying where the walk starts. Every series and alert
+is per fleet (`--fleet-labels`, as the live commands name fleets), so an alert also says
+which fleet it is about; an empty `--fleet-labels` writes the rules of a single fleet.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from signals.catalog import load_catalog
+from signals.fleets import DEFAULT_FLEET_LABELS
 from triage.cli import common, sourceargs
 from triage.rules import load_slo, render_rules
 
@@ -37,12 +40,22 @@ def add_parser(sub: common.Subparsers) -> None:
     )
     ru.add_argument("--replica-label", metavar="L", default="instance", help="label that names a replica")
     ru.add_argument(
+        "--fleet-labels",
+        metavar="L,L",
+        default=",".join(DEFAULT_FLEET_LABELS),
+        help=f"the engine labels that name a fleet (default {','.join(DEFAULT_FLEET_LABELS)}): every series "
+        "and alert is recorded per fleet and carries them; '' for the rules of a single fleet",
+    )
+    ru.add_argument(
         "--catalog", metavar="FILE", action="append", default=[], help="extra signal catalog file(s)"
     )
 
 
 def cmd_rules(args: argparse.Namespace, out: TextIO) -> int:
-    text = render_rules(load_catalog(args.catalog), load_slo(args.slo), sourceargs.query_options(args))
+    labels = sourceargs.fleet_labels(args) if str(args.fleet_labels).strip() else ()
+    text = render_rules(
+        load_catalog(args.catalog), load_slo(args.slo), sourceargs.query_options(args), labels
+    )
     if not args.output:
         out.write(text)
         return common.EXIT_OK

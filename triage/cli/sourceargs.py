@@ -14,6 +14,7 @@ from signals import secret
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
 from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
+from signals.fleets.naming import name_fleet
 from signals.fleets.scope import scoped_options
 from signals.prometheus import PrometheusSource
 from signals.timeparse import parse_duration
@@ -186,18 +187,12 @@ def fleets_to_diagnose(
     if getattr(args, "fleet", None):
         return [chosen_fleet(prometheus, args, args.fleet, at, lookback)]
     found = find_fleets(prometheus, args, at, lookback)
-    labels = fleet_labels(args)
-    if alert_labels and all(alert_labels.get(label) for label in labels):
-        named = {label: alert_labels[label] for label in labels}
-        matches = [f for f in found.fleets if all(dict(f.labels).get(k) == v for k, v in named.items())]
-        if not matches:
-            wanted = ",".join(f"{k}={v}" for k, v in named.items())
-            names = ", ".join(f.name for f in found.fleets) or "none found"
-            raise SourceArgError(
-                f"--alert: the alert names fleet {wanted}, which {prometheus.url} does not hold; "
-                f"the fleets are: {names}"
-            )
-        return matches
+    if alert_labels:
+        named = name_fleet(found, [alert_labels], fleet_labels(args))
+        if named.refused:
+            raise SourceArgError(f"--alert: {named.reason}")
+        if named.fleet is not None:
+            return [named.fleet]
     return list(found.fleets) if len(found.fleets) > 1 else []
 
 

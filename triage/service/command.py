@@ -93,6 +93,12 @@ def add_serve_parser(sub: Any) -> None:
         "--selector", metavar="S", help="label matchers for every query, e.g. '{namespace=\"llm\"}'"
     )
     prom.add_argument("--replica-label", metavar="L", help="label that names a replica (default instance)")
+    prom.add_argument(
+        "--fleet-labels",
+        metavar="L,L",
+        help="labels that name a fleet on an alert (default namespace,model_name): each group is "
+        "diagnosed on the fleet its alerts name; '' diagnoses every group with --selector",
+    )
     prom.add_argument("--lookback", metavar="DURATION", help="history fetched before the alert (default 2h)")
     prom.add_argument(
         "--coalesce",
@@ -158,6 +164,7 @@ _FLAGS = (
     "prometheus_timeout",
     "selector",
     "replica_label",
+    "fleet_labels",
     "lookback",
     "step",
     "coalesce",

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from signals.errors import InputError, InputErrors
+from signals.fleets import DEFAULT_FLEET_LABELS
 from signals.secret import SecretFileError, read_secret
 from signals.timeparse import parse_duration
 from signals.yamldoc import Document, read_yaml
@@ -28,6 +29,7 @@ from triage.core.model import AUTO, SYMPTOMS
 TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
 PROMETHEUS_TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
 
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]*):(?P<port>[0-9]{1,5})$")
 
 
@@ -80,6 +82,7 @@ class PrometheusSettings(_Strict):
     step: float = 30.0
     selector: str = ""
     replica_label: str = "instance"
+    fleet_labels: tuple[str, ...] = DEFAULT_FLEET_LABELS
     catalog: tuple[str, ...] = ()
     token_file: str | None = None
     retry_unavailable: float = 30.0
@@ -90,6 +93,17 @@ class PrometheusSettings(_Strict):
     @classmethod
     def _durations(cls, value: Any) -> float:
         return _duration(value)
+
+    @field_validator("fleet_labels", mode="before")
+    @classmethod
+    def _fleet_labels(cls, value: Any) -> Any:
+        """A list, or `a,b` as the flag gives it; empty turns fleet scoping off."""
+        labels = [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
+        if isinstance(labels, list | tuple):
+            for label in labels:
+                if not isinstance(label, str) or not _LABEL.match(label):
+                    raise ValueError(f"'{label}' is not a label name")
+        return labels
 
     @field_validator("url")
     @classmethod
@@ -222,6 +236,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "prometheus_token_file": ("prometheus", "token_file"),
     "selector": ("prometheus", "selector"),
     "replica_label": ("prometheus", "replica_label"),
+    "fleet_labels": ("prometheus", "fleet_labels"),
     "lookback": ("prometheus", "lookback"),
     "step": ("prometheus", "step"),
     "coalesce": ("prometheus", "coalesce"),

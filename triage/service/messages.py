@@ -88,7 +88,8 @@ def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Dia
 
 
 def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
-    """The headline of a stored annotation: symptom, top cause, first actions, forbidden actions."""
+    """The headline of a stored annotation: symptom, its fleet and how it was chosen (`scope`), top
+    cause, first actions, forbidden actions."""
     if row is None:
         return {"state": "pending", "symptom": None, "cause": None, "signals": None}
     data: dict[str, Any] = json.loads(row["diagnosis"]) if row["diagnosis"] else {}
@@ -97,6 +98,8 @@ def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
     return {
         "state": row["state"],
         "symptom": row["symptom"],
+        "fleet": data.get("fleet"),
+        "scope": row["scope"] if "scope" in set(row.keys()) else None,
         "cause": row["cause"],
         "layer": top.layer if top else None,
         "score": top.score if top else None,
@@ -136,13 +139,13 @@ def build_message(
         ).fetchall()
     if work_id is not None:
         source = db.execute(
-            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis, w.scope FROM annotations a "
             "JOIN work w ON w.id = a.work_id WHERE a.work_id = ? LIMIT 1",
             (work_id,),
         ).fetchone()
     else:
         source = db.execute(
-            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis FROM annotations a "
+            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis, w.scope FROM annotations a "
             "JOIN work w ON w.id = a.work_id WHERE a.group_key = ? AND a.episode = ? "
             "AND a.state != 'pending' ORDER BY a.annotated_at DESC, a.id DESC LIMIT 1",
             (group_key, episode),

@@ -11,12 +11,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from signals.catalog import QueryOptions, load_catalog, normalise_selector
 from signals.errors import InputError, InputErrors
+from signals.fleets.naming import reference_key
 from signals.prometheus import PrometheusSource
 from triage.core.graph import TriageGraph, build_graph
 from triage.service.config import Loaded
@@ -101,12 +103,16 @@ class Service:
             config.prometheus.url,
             config.prometheus.timeout,
             self.secrets.prometheus_token,
+            config.prometheus.fleet_labels,
         )
         self.runner: Runner
         if config.diagnosis_processes > 0:
             self.runner = ProcessRunner(spec, config.diagnosis_processes)
         else:
-            self.runner = ThreadRunner(Diagnoser(self.graph, catalog, spec.options, spec.fetch), self.source)
+            diagnoser = Diagnoser(
+                self.graph, catalog, spec.options, spec.fetch, fleet_labels=spec.fleet_labels
+            )
+            self.runner = ThreadRunner(diagnoser, self.source)
         self.dispatcher = Dispatcher(self.store, sinks, self.secrets.sink_urls, self.renderer, self.metrics)
         self.pool = WorkerPool(
             self.store,
@@ -120,6 +126,10 @@ class Service:
         self._prom_lock = threading.Lock()
         self._prom_status: PrometheusStatus | None = None
         self._running = False
+
+    def fleet_of(self, labels: Mapping[str, str]) -> str:
+        """The fleet an alert names by its fleet labels (what its work row is shared by), else ''."""
+        return reference_key(labels, self.config.prometheus.fleet_labels)
 
     def source(self, timeout: float | None = None) -> PrometheusSource:
         url = self.config.prometheus.url
@@ -148,7 +158,12 @@ class Service:
         """Commit one notification to the store, then nudge the workers; called before the 2xx."""
         prom = self.config.prometheus
         result = self.store.intake(
-            note, self.choose, prom.step, self.config.heartbeat_alertname, window=prom.coalesce
+            note,
+            self.choose,
+            prom.step,
+            self.config.heartbeat_alertname,
+            window=prom.coalesce,
+            fleet_of=self.fleet_of,
         )
         m = self.metrics
         m.inc("triage_webhook_alerts_received_total", result.alerts)

@@ -1,12 +1,14 @@
 """Background diagnosis: a pool of threads that take work from the store and fill annotations.
 
 The HTTP intake never waits for Prometheus; it only records work. Each worker claims
-one due item (a group at one moment), fetches the signals once through the bounded
-`PrometheusSource` seam (its deadline is the per-diagnosis budget), walks the graph at
-the alerts' start, and stores the result for every alert of the item in one
-transaction. When Prometheus cannot answer at all, the annotations are stored with
-the signals marked unavailable and the item is retried later with a growing delay,
-until it can be diagnosed. Threads suit this: the time goes to HTTP waits and numpy.
+one due item (a group at one moment), finds the fleet its alerts name
+(`triage.service.scoping`), fetches that fleet's signals through the bounded
+`PrometheusSource` seam (its deadline is the per-diagnosis budget; frames and fleets are
+shared, see `triage.service.fetches`), walks the graph at the alerts' start, and stores
+the result for every alert of the item in one transaction. When Prometheus cannot
+answer at all, the annotations are stored with the signals marked unavailable and the
+item is retried later with a growing delay, until it can be diagnosed. Threads suit
+this: the time goes to HTTP waits and numpy.
 
 The diagnosis itself runs in separate processes by default (`ProcessRunner`), so
 parsing replies and walking the graph never hold the GIL the intake needs; worker
@@ -23,7 +25,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
@@ -33,14 +35,17 @@ from typing import Protocol
 
 from signals.catalog import Catalog, QueryOptions, load_catalog
 from signals.errors import SignalError
+from signals.fleets import DEFAULT_FLEET_LABELS
 from signals.frame import SignalFrame
 from signals.live import FetchReport, fetch_frame
-from signals.prometheus import PrometheusError, PrometheusSource
+from signals.prometheus import PrometheusSource
 from triage.core.graph import TriageGraph, build_graph
 from triage.core.model import AUTO
 from triage.core.render import to_text
 from triage.core.walk import diagnose, symptom_from_alert
+from triage.service.fetches import Breaker, Remembered, SharedFetches
 from triage.service.metrics import Metrics
+from triage.service.scoping import FleetScoper
 from triage.service.store import Store, WorkItem, WorkResult
 from triage.sources import load_playbooks
 
@@ -93,89 +98,13 @@ def _first_line(text: str) -> str:
     return re.sub(r"\s+", " ", line)[:300]
 
 
-class Remembered(SignalError):
-    """A recent Prometheus failure, given again without asking Prometheus."""
-
-    def __init__(self, failure: PrometheusError) -> None:
-        super().__init__(str(failure))
-        self.kind = failure.kind
-
-
-class FrameCache:
-    """Frames by moment, shared by every group diagnosed at that moment; one fetch in flight per moment.
-
-    A fetch depends only on the moment (the window, step and selector are the
-    service's), never on the group, so groups whose alerts start in the same step
-    read the same frame: in a storm, one fetch per moment instead of one per group.
-    Entries live `ttl` seconds (a recent window can still gain late samples) and at
-    most `size` are kept.
-
-    A failure of Prometheus itself (unreachable, timing out, refusing, answering
-    something else than Prometheus) is remembered for `breaker` seconds and given to
-    every diagnosis in that time without asking again: otherwise a blackholed
-    Prometheus would cost each waiting group a full timeout, one after another.
-    A failure that belongs to one moment (no series in that window) is not shared.
-
-    `rounds` is held around each fetch: a semaphore shared by every cache of the
-    service (across processes too), so at most its value of fetches of different
-    moments reach Prometheus at once. The breaker is checked again once it is held,
-    so diagnoses queued behind a failing fetch do not each wait for their own.
-    """
-
-    def __init__(
-        self,
-        size: int = 16,
-        ttl: float = 60.0,
-        breaker: float = 5.0,
-        rounds: AbstractContextManager[object] | None = None,
-    ) -> None:
-        self.size = size
-        self.ttl = ttl
-        self.breaker = breaker
-        self._rounds: AbstractContextManager[object] = rounds or threading.BoundedSemaphore(1)
-        self._lock = threading.Lock()
-        self._frames: dict[float, tuple[float, SignalFrame, FetchReport]] = {}
-        self._inflight: dict[float, threading.Lock] = {}
-        self._failure: tuple[float, PrometheusError] | None = None
-
-    def get(
-        self, at: float, fetch: Callable[[], tuple[SignalFrame, FetchReport]]
-    ) -> tuple[SignalFrame, FetchReport, bool]:
-        """(frame, report, fetched): `fetched` is False when another fetch's frame was reused."""
-        with self._lock:
-            gate = self._inflight.setdefault(at, threading.Lock())
-        with gate:
-            now = time.monotonic()
-            with self._lock:
-                hit = self._frames.get(at)
-                if hit is not None and now - hit[0] <= self.ttl:
-                    return hit[1], hit[2], False
-                if self._failure is not None and now - self._failure[0] <= self.breaker:
-                    raise Remembered(self._failure[1])
-            try:
-                with self._rounds:
-                    with self._lock:
-                        failure = self._failure
-                    if failure is not None and time.monotonic() - failure[0] <= self.breaker:
-                        raise Remembered(failure[1])
-                    frame, report = fetch()
-            except PrometheusError as exc:
-                with self._lock:
-                    self._failure = (time.monotonic(), exc)
-                raise
-            finally:
-                with self._lock:
-                    self._inflight.pop(at, None)
-            with self._lock:
-                self._failure = None
-                self._frames[at] = (time.monotonic(), frame, report)
-                for key in sorted(self._frames, key=lambda k: self._frames[k][0])[: -self.size]:
-                    del self._frames[key]
-            return frame, report, True
-
-
 class Diagnoser:
-    """Turns one work item into a WorkResult; no store access, so it can be tested alone."""
+    """Turns one work item into a WorkResult; no store access, so it can be tested alone.
+
+    The item's alerts say which fleet it is about (`FleetScoper`); the frame is fetched
+    for that fleet at the item's moment, or shared with every other item about the same
+    fleet at the same moment.
+    """
 
     def __init__(
         self,
@@ -183,22 +112,42 @@ class Diagnoser:
         catalog: Catalog,
         options: QueryOptions,
         fetch: FetchSettings,
-        cache: FrameCache | None = None,
+        rounds: AbstractContextManager[object] | None = None,
+        fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS,
     ) -> None:
         self.graph = graph
         self.catalog = catalog
         self.options = options
         self.fetch = fetch
-        self.cache = cache or FrameCache(rounds=threading.BoundedSemaphore(fetch.max_concurrent))
+        breaker = Breaker()
+        shared = rounds or threading.BoundedSemaphore(fetch.max_concurrent)
+        self.frames: SharedFetches[tuple[str, float], tuple[SignalFrame, FetchReport]] = SharedFetches(
+            breaker, shared
+        )
+        self.scoper = FleetScoper(options, fleet_labels, fetch.lookback, SharedFetches(breaker, shared))
 
     def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
-        def fetch() -> tuple[SignalFrame, FetchReport]:
-            return fetch_frame(
-                source, self.catalog, self.options, item.at, self.fetch.lookback, self.fetch.step
-            )
-
         try:
-            frame, report, fetched = self.cache.get(item.at, fetch)
+            scoping = self.scoper.decide(item.alerts, item.at, source)
+            if scoping.refused:
+                return WorkResult(
+                    f"{item.symptom}:no-fleet",
+                    item.symptom,
+                    None,
+                    None,
+                    scoping.note,
+                    scoping.note,
+                    None,
+                    0,
+                    scope=scoping.note,
+                )
+
+            def fetch() -> tuple[SignalFrame, FetchReport]:
+                return fetch_frame(
+                    source, self.catalog, scoping.options, item.at, self.fetch.lookback, self.fetch.step
+                )
+
+            (frame, report), fetched = self.frames.get((scoping.key, item.at), fetch)
         except SignalError as exc:
             reason = _first_line(str(exc)) or type(exc).__name__
             return WorkResult(
@@ -213,7 +162,9 @@ class Diagnoser:
                 getattr(exc, "kind", "no_data"),
             )
         diagnosis = diagnose(self.graph, frame, item.symptom, frame.end, source=item.symptom_source)
-        diagnosis = replace(diagnosis, signal_problems=tuple(sorted(report.problems().items())))
+        diagnosis = replace(
+            diagnosis, signal_problems=tuple(sorted(report.problems().items())), fleet=scoping.fleet
+        )
         top = diagnosis.top
         headline = (
             f"{diagnosis.symptom} -> {top.cause} ({top.layer}), score {top.score:.2f}"
@@ -225,10 +176,11 @@ class Diagnoser:
             symptom=diagnosis.symptom,
             cause=top.cause if top else None,
             diagnosis=diagnosis.to_json(),
-            summary=to_text(diagnosis),
+            summary=f"Fleet: {scoping.note}\n\n{to_text(diagnosis)}",
             headline=headline,
             unavailable=None,
             fetches=1 if fetched else 0,
+            scope=scoping.note,
         )
 
 
@@ -243,6 +195,7 @@ class DiagnoserSpec:
     prometheus_url: str
     prometheus_timeout: float
     prometheus_token: str | None = field(default=None, repr=False)
+    fleet_labels: tuple[str, ...] = DEFAULT_FLEET_LABELS
 
     def source(self) -> PrometheusSource:
         return PrometheusSource(
@@ -252,8 +205,8 @@ class DiagnoserSpec:
     def diagnoser(self, rounds: AbstractContextManager[object] | None = None) -> Diagnoser:
         """A Diagnoser; `rounds` is the service-wide fetch semaphore, when shared with other processes."""
         graph = build_graph(load_playbooks(Path(self.playbooks) if self.playbooks else None))
-        cache = FrameCache(rounds=rounds) if rounds is not None else None
-        return Diagnoser(graph, load_catalog(list(self.catalog)), self.options, self.fetch, cache)
+        catalog = load_catalog(list(self.catalog))
+        return Diagnoser(graph, catalog, self.options, self.fetch, rounds, self.fleet_labels)
 
 
 def run_safely(diagnoser: Diagnoser, item: WorkItem, source: PrometheusSource) -> WorkResult:

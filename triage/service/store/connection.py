@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from triage.service.store.records import MessageBuilder
-from triage.service.store.schema import SCHEMA
+from triage.service.store.schema import SCHEMA, migrate
 
 
 class StoreBase:
@@ -36,6 +36,7 @@ class StoreBase:
         self._local = threading.local()
         self._writer = self._connect()
         with self._lock:
+            migrate(self._writer)
             self._writer.executescript(SCHEMA)
             self._writer.execute("UPDATE work SET state = 'pending' WHERE state = 'running'")
             self._writer.commit()

@@ -1,7 +1,10 @@
 """Intake: one Alertmanager notification recorded, committed before the HTTP answer.
 
 Identity is per alert episode (fingerprint, startsAt), repeats only touch `last_seen`,
-and alerts of one group and symptom within the coalescing window share one work row.
+and alerts of one group, symptom and fleet within the coalescing window share one work
+row. The fleet is what the alert's fleet labels say (`fleet_of`, pure and cheap: the
+intake never asks Prometheus); alerts that name their fleet only by a pod or instance
+share the group's fleet-less row, and the worker finds their fleet.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ class Intake(Messages):
         heartbeat: str,
         now: float | None = None,
         window: float | None = None,
+        fleet_of: Callable[[Mapping[str, str]], str] = lambda labels: "",
     ) -> IntakeResult:
         """Record one notification; returns once it is committed (before the HTTP answer).
 
-        An alert joins the work item of its group and symptom whose moment lies within
-        `window` of its start (default: one step), else it starts a new one at its start.
+        An alert joins the work item of its group, symptom and fleet (`fleet_of` its labels)
+        whose moment lies within `window` of its start (default: one step), else it starts a
+        new one at its start.
         """
         window = step if window is None else max(window, step)
         now = time.time() if now is None else now
@@ -97,6 +102,7 @@ class Intake(Messages):
                     continue
                 new += 1
                 symptom, source = symptom_of(alert.labels)
+                fleet = fleet_of(alert.labels)
                 at = bucket(alert.starts_at, step)
                 if alert.status == "firing" and group is not None and group["closed"]:
                     db.execute(
@@ -107,16 +113,16 @@ class Intake(Messages):
                     episode += 1
                     group = {"closed": 0, "episode": episode}
                 work = db.execute(
-                    "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? "
+                    "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? AND fleet = ? "
                     "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
-                    (note.group_key, episode, symptom, at - window, at + window, at),
+                    (note.group_key, episode, symptom, fleet, at - window, at + window, at),
                 ).fetchone()
                 if work is None:
                     new_work += 1
                     work_id = db.execute(
                         "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
-                        "created_at, episode) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
-                        (note.group_key, at, symptom, source, now, now, episode),
+                        "created_at, episode, fleet) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                        (note.group_key, at, symptom, source, now, now, episode, fleet),
                     ).lastrowid
                     done = None
                 else:

@@ -14,7 +14,7 @@ from triage.service.store.connection import StoreBase
 ANNOTATION_SELECT = (
     "SELECT a.id, a.fingerprint, a.starts_at, a.group_key, a.alertname, a.labels, a.annotations, "
     "a.generator_url, a.status, a.ends_at, a.first_seen, a.last_seen, a.seen, a.work_id, a.state, a.symptom, "
-    "a.cause, a.signals, a.annotated_at, a.truncated, a.episode, w.summary, w.diagnosis "
+    "a.cause, a.signals, a.annotated_at, a.truncated, a.episode, w.summary, w.diagnosis, w.scope "
     "FROM annotations a JOIN work w ON w.id = a.work_id"
 )
 """An annotation with its diagnosis, which is stored once per work item, not once per alert."""

@@ -27,7 +27,12 @@ class IntakeResult:
 
 @dataclass(frozen=True)
 class WorkItem:
-    """A claimed diagnosis job: one group at one moment, with the symptom to start from."""
+    """A claimed diagnosis job: one group at one moment, with the symptom to start from.
+
+    `fleet` is the fleet its alerts name by their fleet labels (`namespace="llm",...`;
+    empty when they name none), and `alerts` the distinct label sets of its alerts, from
+    which the worker finds the fleet (by those labels, or by a pod or instance).
+    """
 
     id: int
     group_key: str
@@ -35,6 +40,8 @@ class WorkItem:
     symptom: str
     symptom_source: str
     attempts: int
+    fleet: str = ""
+    alerts: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,8 @@ class WorkResult:
     fetches: int
     reason: str = ""
     """For unavailable signals, the kind of failure (timeout, unreachable, auth, not_json, ...)."""
+    scope: str = ""
+    """Which fleet was diagnosed and how it was chosen, or why none was (one line)."""
 
 
 @dataclass(frozen=True)

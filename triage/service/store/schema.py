@@ -1,10 +1,18 @@
-"""The store's tables: created if missing when a store opens.
+"""The store's tables: created if missing when a store opens, and brought up to date.
 
 Kept apart so the whole layout of the durable state reads in one place, whichever
 module writes or reads a table.
+
+A work row is one group's diagnosis at one moment for one fleet: `fleet` (the fleet
+labels its alerts carry, empty when none) is part of its identity, so alerts of one
+group about two fleets are diagnosed apart; `scope` says which fleet was read. A store
+written before fleets existed has neither column, and its `work` table is rebuilt with
+them at open, in one transaction, every row kept (as fleet '').
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS groups (
@@ -36,10 +44,12 @@ CREATE TABLE IF NOT EXISTS work (
     summary TEXT,
     diagnosis TEXT,
     episode INTEGER NOT NULL DEFAULT 1,
-    UNIQUE (group_key, episode, at, symptom)
+    fleet TEXT NOT NULL DEFAULT '',
+    scope TEXT,
+    UNIQUE (group_key, episode, at, symptom, fleet)
 );
 CREATE INDEX IF NOT EXISTS work_due ON work (state, next_at);
-CREATE INDEX IF NOT EXISTS work_group ON work (group_key, episode, symptom, at);
+CREATE INDEX IF NOT EXISTS work_group ON work (group_key, episode, symptom, fleet, at);
 CREATE TABLE IF NOT EXISTS annotations (
     id INTEGER PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -85,3 +95,39 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (sink, state, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _work_table() -> str:
+    start = SCHEMA.index("CREATE TABLE IF NOT EXISTS work (")
+    return SCHEMA[start : SCHEMA.index(");", start) + 2]
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a store of an earlier layout up to `SCHEMA`; run before it, on an autocommit connection.
+
+    The uniqueness of a work row changes, which SQLite cannot alter in place: the rows are
+    copied into a new table, in one transaction with foreign keys off meanwhile (SQLite's
+    procedure for changing a table's schema); `SCHEMA` then creates the indexes again.
+    """
+    old = _columns(db, "work")
+    if not old or "fleet" in old:
+        return
+    db.execute("PRAGMA foreign_keys=OFF")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(_work_table().replace("IF NOT EXISTS work (", "work_migrated ("))
+            columns = ", ".join(old)
+            db.execute(f"INSERT INTO work_migrated ({columns}) SELECT {columns} FROM work")
+            db.execute("DROP TABLE work")
+            db.execute("ALTER TABLE work_migrated RENAME TO work")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.execute("PRAGMA foreign_keys=ON")

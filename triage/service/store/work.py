@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from triage.service.store.outbox import Messages
 from triage.service.store.records import WorkItem, WorkResult
+
+MAX_LABEL_SETS = 500
+"""Distinct alert label sets handed to a worker with an item (they name its fleet; a few suffice)."""
 
 
 class Work(Messages):
@@ -23,13 +27,25 @@ class Work(Messages):
             row = db.execute(
                 "UPDATE work SET state = 'running', attempts = attempts + 1 WHERE id = ("
                 "SELECT id FROM work WHERE state = 'pending' AND next_at <= ? ORDER BY next_at, id LIMIT 1) "
-                "RETURNING id, group_key, at, symptom, symptom_source, attempts",
+                "RETURNING id, group_key, at, symptom, symptom_source, attempts, fleet",
                 (now,),
             ).fetchone()
-        if row is None:
-            return None
+            if row is None:
+                return None
+            labels = db.execute(
+                "SELECT DISTINCT labels FROM annotations WHERE work_id = ? ORDER BY labels LIMIT ?",
+                (row["id"], MAX_LABEL_SETS),
+            ).fetchall()
+        alerts: list[dict[str, Any]] = [json.loads(r["labels"]) for r in labels]
         return WorkItem(
-            row["id"], row["group_key"], row["at"], row["symptom"], row["symptom_source"], row["attempts"]
+            row["id"],
+            row["group_key"],
+            row["at"],
+            row["symptom"],
+            row["symptom_source"],
+            row["attempts"],
+            row["fleet"],
+            tuple({str(k): str(v) for k, v in a.items()} for a in alerts),
         )
 
     def release(self, item: WorkItem) -> None:
@@ -53,12 +69,16 @@ class Work(Messages):
         diagnosis = (
             json.dumps(result.diagnosis, ensure_ascii=False, allow_nan=False) if result.diagnosis else None
         )
-        signals = f"unavailable: {result.unavailable}" if result.unavailable else "ok"
+        signals = (
+            f"unavailable: {result.unavailable}"
+            if result.unavailable
+            else ("ok" if result.diagnosis is not None else "not read")
+        )
         state = "unavailable" if result.unavailable else "annotated"
         with self.write() as db:
             db.execute(
                 "UPDATE work SET state = ?, next_at = ?, done_at = ?, signature = ?, unavailable = ?, "
-                "fetches = fetches + ?, summary = ?, diagnosis = ? WHERE id = ?",
+                "fetches = fetches + ?, summary = ?, diagnosis = ?, scope = ? WHERE id = ?",
                 (
                     "pending" if retry_at is not None else "done",
                     retry_at if retry_at is not None else now,
@@ -68,6 +88,7 @@ class Work(Messages):
                     result.fetches,
                     result.summary,
                     diagnosis,
+                    result.scope or None,
                     item.id,
                 ),
             )

@@ -1,0 +1,258 @@
+"""The alerting rules: SLO breaches on the recorded series only, each saying where triage starts.
+
+Every alert reads `triage:*` series (so it never depends on an exporter's naming),
+carries a `symptom` label (a vocabulary id: where the diagnosis starts) and a severity,
+and keeps the labels of the series it fires on: per fleet, the fleet labels, which is
+how `triage serve` knows which fleet an alert is about. An alert that compares two
+series matches them on the fleet labels too, so two fleets never mix in one condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from triage.core.model import SYMPTOMS
+from triage.rules.records import Views, by, record_name
+from triage.rules.slo import Slo
+
+VALUE = '{{ $value | printf "%.3g" }}'
+"""How an annotation shows a latency or ratio: three significant digits (Go's %g, as Python's)."""
+COUNT = "{{ $value | humanize }}"
+"""How an annotation shows a count or an amount that can run into thousands: 1.234k, not 1.23e+03."""
+
+
+def _num(value: float) -> str:
+    """A threshold as PromQL and people write it: 1, 0.05, 1.3."""
+    return f"{value:.12g}"
+
+
+@dataclass(frozen=True)
+class _Alert:
+    """One alerting rule, before it is written out."""
+
+    name: str
+    symptom: str
+    severity: str
+    expr: str
+    for_: str | None
+    summary: str
+    description: str
+
+    def rule(self) -> dict[str, Any]:
+        if self.symptom not in SYMPTOMS:  # pragma: no cover - a programming error, caught by the tests
+            raise ValueError(f"{self.name}: '{self.symptom}' is not a vocabulary symptom")
+        out: dict[str, Any] = {"alert": self.name, "expr": self.expr}
+        if self.for_ is not None:
+            out["for"] = self.for_
+        out["labels"] = {"symptom": self.symptom, "severity": self.severity}
+        out["annotations"] = {"summary": self.summary, "description": self.description}
+        return out
+
+
+def _pick(views: Views, signals: tuple[str, ...], prefer: tuple[str, ...]) -> str | None:
+    """The first view, in order of preference, recorded for every one of `signals`."""
+    return next((v for v in prefer if all(views.has(s, v) for s in signals)), None)
+
+
+def _where(view: str, label: str, what: str = "") -> str:
+    """Where an annotation says it happened: the replica (and the GPU label `what`), or the fleet."""
+    if view != "replica":
+        return " across the fleet"
+    gpu = " GPU {{ $labels." + what + " }}" if what else ""
+    return " on {{ $labels." + label + " }}" + gpu
+
+
+def alerts(
+    slo: Slo, views: Views, label: str, fleet_labels: Sequence[str] = ()
+) -> tuple[list[_Alert], list[str]]:
+    """Every alert whose signals are recorded, and the names of those that are not."""
+    out: list[_Alert] = []
+    skipped: list[str] = []
+    fleet_first = ("fleet",)
+    replica_first = ("replica", "fleet")
+
+    def need(name: str, signals: tuple[str, ...], prefer: tuple[str, ...]) -> str | None:
+        view = _pick(views, signals, prefer)
+        if view is None:
+            skipped.append(f"{name} (no source for {', '.join(signals)})")
+        return view
+
+    if need("TTFTP99High", ("ttft_p99_seconds",), fleet_first):
+        s = slo.ttft
+        out.append(
+            _Alert(
+                "TTFTP99High",
+                "ttft_slow",
+                s.severity,
+                f"triage:ttft_p99_seconds > {_num(s.p99_seconds)}",
+                s.for_,
+                f"TTFT P99 is {VALUE}s, over the {_num(s.p99_seconds)}s SLO",
+                f"The fleet's P99 time to first token has been above {_num(s.p99_seconds)}s for {s.for_}. "
+                "Triage from ttft_slow: split queueing (queue depth, queue time) from prefill "
+                "(prompt length, prefix hit ratio) before touching capacity.",
+            )
+        )
+    if need("TPOTP99High", ("tpot_p99_seconds",), fleet_first):
+        s = slo.tpot
+        out.append(
+            _Alert(
+                "TPOTP99High",
+                "tpot_slow",
+                s.severity,
+                f"triage:tpot_p99_seconds > {_num(s.p99_seconds)}",
+                s.for_,
+                f"TPOT P99 is {VALUE}s per token, over the {_num(s.p99_seconds)}s SLO",
+                f"The fleet's P99 time per output token has been above {_num(s.p99_seconds)}s for {s.for_}: "
+                "streaming is slow. Triage from tpot_slow: decode step against memory pressure "
+                "(batch size, KV use, preemptions, GPU clocks).",
+            )
+        )
+    if need("ErrorRatioHigh", ("error_ratio",), fleet_first):
+        r = slo.error_ratio
+        out.append(
+            _Alert(
+                "ErrorRatioHigh",
+                "errors",
+                r.severity,
+                f"triage:error_ratio > {_num(r.ratio)}",
+                r.for_,
+                f"{VALUE} of requests fail, over {_num(r.ratio)}",
+                f"Failed or aborted requests have been above {_num(r.ratio)} of all for {r.for_}. "
+                "Triage from errors: which layer fails (GPU faults and OOM, replicas down or "
+                "restarting, over-length input).",
+            )
+        )
+    if need("RejectedRatioHigh", ("rejected_ratio",), fleet_first):
+        r = slo.rejected_ratio
+        out.append(
+            _Alert(
+                "RejectedRatioHigh",
+                "rejected",
+                r.severity,
+                f"triage:rejected_ratio > {_num(r.ratio)}",
+                r.for_,
+                f"{VALUE} of requests rejected, over {_num(r.ratio)}",
+                f"The gateway has refused (429, quota) above {_num(r.ratio)} of requests for {r.for_}. "
+                "Triage from rejected: a true capacity shortage, or the symptom of something else? "
+                "Scale-out is not a first action.",
+            )
+        )
+    if need("QueueGrowing", ("queue_waiting",), fleet_first):
+        q = slo.queue_growth
+        now = f"avg_over_time(triage:queue_waiting[{q.window}])"
+        before = f"avg_over_time(triage:queue_waiting[{q.window}] offset {q.baseline})"
+        out.append(
+            _Alert(
+                "QueueGrowing",
+                "rejected",
+                q.severity,
+                f"{now} > {_num(q.factor)} * {before} and {now} > {before} + {_num(q.min_increase)}",
+                q.for_,
+                f"{COUNT} requests waiting in the engine queues, over {_num(q.factor)}x {q.baseline} ago",
+                f"The fleet's waiting queue ({q.window} average) has been over {_num(q.factor)}x its level "
+                f"{q.baseline} earlier, and at least {_num(q.min_increase)} more requests, for {q.for_}. "
+                "Triage from rejected: replicas lost, routing, KV pressure or a true capacity shortage.",
+            )
+        )
+    view = need("KVCacheNearFull", ("kv_usage_ratio", "preemption_rate"), replica_first)
+    if view:
+        k = slo.kv_near_full
+        kv = f"quantile_over_time(0.5, {record_name('kv_usage_ratio', view)}[{k.window}])"
+        on = f"on{by([label, *(f for f in fleet_labels if f != label)])} " if view == "replica" else ""
+        out.append(
+            _Alert(
+                "KVCacheNearFull",
+                "tpot_slow",
+                k.severity,
+                f"{kv} >= {_num(k.ratio)} and "
+                f"{on}{record_name('preemption_rate', view)} > {_num(k.min_preemption_rate)}",
+                k.for_,
+                f"KV cache at {VALUE}{_where(view, label)}, with preemptions",
+                f"KV-cache use (median over {k.window}) has been at or above {_num(k.ratio)} with "
+                f"sequences preempted for {k.for_}{_where(view, label)}. Preempted sequences are recomputed "
+                "or swapped: TPOT, then TTFT, tails follow. Triage from tpot_slow; raising max_num_seqs or "
+                "gpu_memory_utilization makes it worse.",
+            )
+        )
+    if need("PrefixHitRatioDrop", ("prefix_hit_ratio",), fleet_first):
+        p = slo.prefix_hit_drop
+        out.append(
+            _Alert(
+                "PrefixHitRatioDrop",
+                "ttft_slow",
+                p.severity,
+                f"triage:prefix_hit_ratio < {_num(p.factor)} * "
+                f"(triage:prefix_hit_ratio offset {p.baseline} > {_num(p.min_baseline)})",
+                p.for_,
+                f"Prefix cache hit ratio {VALUE}, under {_num(p.factor)}x its value {p.baseline} before",
+                f"The prefix-cache hit ratio has been under {_num(p.factor)}x its own value {p.baseline} "
+                f"earlier for {p.for_}. Every miss is a full prefill: TTFT first, then the bill. "
+                "Look for a changed prompt prefix or routing that no longer keeps a prefix on its replica.",
+            )
+        )
+    view = need("GPUXidError", ("gpu_xid",), replica_first)
+    if view:
+        g = slo.gpu_xid
+        out.append(
+            _Alert(
+                "GPUXidError",
+                "errors",
+                g.severity,
+                f"max_over_time({record_name('gpu_xid', view)}[{g.hold}]) > 0",
+                None,
+                f"XID {VALUE}{_where(view, label, 'gpu')}",
+                f"A GPU reported XID {VALUE} within the last {g.hold}{_where(view, label, 'gpu')}. "
+                "Its replica errors or drops out; triage from errors, and drain the node rather than "
+                "retrying on it.",
+            )
+        )
+    view = need("GPUEccErrors", ("gpu_ecc_errors",), replica_first)
+    if view:
+        g = slo.gpu_ecc
+        out.append(
+            _Alert(
+                "GPUEccErrors",
+                "errors",
+                g.severity,
+                f"max_over_time({record_name('gpu_ecc_errors', view)}[{g.hold}]) > 0",
+                None,
+                f"{VALUE} double-bit ECC errors{_where(view, label, 'gpu')}",
+                f"Uncorrectable ECC errors within the last {g.hold}{_where(view, label, 'gpu')}: the GPU's "
+                "memory cannot be trusted. Triage from errors; drain it.",
+            )
+        )
+    if need("ReplicasBelowDesired", ("replicas_ready", "replicas_desired"), fleet_first):
+        m = slo.replicas
+        out.append(
+            _Alert(
+                "ReplicasBelowDesired",
+                "rejected",
+                m.severity,
+                f"triage:replicas_desired - triage:replicas_ready >= {m.min_missing}",
+                m.for_,
+                f"{VALUE} serving replicas missing",
+                f"Ready serving replicas have been at least {m.min_missing} below the desired count for "
+                f"{m.for_}. The survivors queue what the lost ones served; it looks like a capacity "
+                "shortage and is not one. Triage from rejected; find why they are down before scaling out.",
+            )
+        )
+    if need("SpendJump", ("spend_rate",), fleet_first):
+        j = slo.spend_jump
+        total = f"sum by {by(fleet_labels)} " if fleet_labels else "sum"
+        before = j.baseline
+        out.append(
+            _Alert(
+                "SpendJump",
+                "cost_up",
+                j.severity,
+                f"{total}(triage:spend_rate) > {_num(j.factor)} * {total}(triage:spend_rate offset {before})",
+                j.for_,
+                f"Spend {COUNT}/h, over {_num(j.factor)}x the same time {j.baseline} before",
+                f"Total spend per hour has been above {_num(j.factor)}x its value {j.baseline} earlier for "
+                f"{j.for_}. Triage from cost_up: split price (price per 1k tokens, versions, routes) from "
+                "volume (tokens per tenant, cache hit ratio).",
+            )
+        )
+    return out, skipped
