@@ -15,8 +15,13 @@ clients, spread over `--within` seconds. Measured:
   peak RSS               of the service process and its diagnosis process(es), summed (VmHWM)
   fetches per group      signal fetch rounds against Prometheus per alert group
 
+With `--fleets N`, the Prometheus is instead a scraped test cluster of N fleets
+(tools/cluster; `--replicas` each) and the storm's groups are spread over its fleets,
+each alert carrying its fleet's labels, so every group is diagnosed on its own fleet.
+
 Targets (issue #4): zero lost, zero duplicates, intake p99 <= 50 ms, all annotated
 within 60 s, peak RSS <= 300 MB. Run: python -m bench.serve_storm [--store-sync full]
+[--fleets 10 --replicas 10]
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,6 +44,7 @@ from bench.big_fixture import kv_pressure
 from bench.storm_client import build_storm, episodes, post_storm
 from signals.fixture import load_fixture
 from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
+from tools.cluster import three_fleets
 from tools.rawsynth import write_raw
 from tools.synth import Fleet
 
@@ -150,16 +156,41 @@ def main() -> int:
     parser.add_argument(
         "--store-sync", choices=("normal", "full"), default="normal", help="SQLite durability"
     )
+    parser.add_argument(
+        "--fleets",
+        type=int,
+        default=0,
+        help="spread the storm over this many fleets of a scraped test cluster",
+    )
+    parser.add_argument("--replicas", type=int, default=10, help="with --fleets: replicas per fleet (10)")
     args = parser.parse_args()
-    text, end = signal_data()
+    with ExitStack() as stack:
+        if args.fleets:
+            cluster = stack.enter_context(
+                three_fleets(fleets=args.fleets, replicas=args.replicas, duration="75m", step="60s")
+            )
+            assert cluster.truth is not None
+            end = datetime.fromtimestamp(cluster.truth.end, UTC)
+            labels = [dict(f.labels) for f in cluster.truth.fleets]
+            prometheus_url = cluster.url
+        else:
+            text, end = signal_data()
+            labels = []
+            prometheus_url = stack.enter_context(TemporaryPrometheus(text, startup_timeout=300)).url
+        return storm_against(prometheus_url, end, labels, args)
+
+
+def storm_against(
+    prometheus_url: str, end: datetime, fleets: Sequence[dict[str, str]], args: argparse.Namespace
+) -> int:
+    """Post the storm to a `triage serve` reading `prometheus_url`, and print the table."""
     origin = end - timedelta(minutes=20)
-    storm = build_storm(args.alerts, args.groups, start=origin)
+    storm = build_storm(args.alerts, args.groups, start=origin, fleets=fleets)
     wanted = episodes(storm)
     with (
-        TemporaryPrometheus(text, startup_timeout=300) as prometheus,
         tempfile.TemporaryDirectory() as tmp,
         serving(
-            prometheus.url,
+            prometheus_url,
             Path(tmp),
             ["--workers", str(args.workers), "--store-sync", args.store_sync],
         ) as (process, url, db),

@@ -144,8 +144,12 @@ def build_storm(
     ha_share: float = 0.25,
     start: datetime | None = None,
     receiver: str = RECEIVER,
+    fleets: Sequence[Mapping[str, str]] = (),
 ) -> list[dict[str, Any]]:
     """Webhook v4 notifications for `n_alerts` alerts in `n_groups` groups (see the module docstring).
+
+    With `fleets` (each fleet's labels, `namespace` and `model_name`), group g's alerts carry
+    fleet g mod len(fleets)'s labels, so a storm spreads over the fleets of one Prometheus.
 
     Unique firing episodes: exactly `n_alerts`. Notifications: for each group, one
     snapshot per wave (`min(waves, group size)`), one exact repeat of the last
@@ -173,11 +177,12 @@ def build_storm(
             for _ in range(count):
                 i = len(alerts)
                 instance = f"10.{g // 256}.{g % 256}.{i % 256}:{8000 + i // 256}"
+                fleet = fleets[g % len(fleets)] if fleets else {"namespace": "llm", "model_name": model}
                 labels = {
                     "alertname": alertname,
                     "instance": instance,
-                    "model_name": model,
-                    "namespace": "llm",
+                    "model_name": fleet["model_name"],
+                    "namespace": fleet["namespace"],
                     "service": service,
                     "severity": severity,
                     "symptom": symptom,
