@@ -233,3 +233,16 @@ def test_pods_of_a_fleets_workload_with_no_engine_series_are_named() -> None:
     # LeaderWorkerSet workers serve no engine series by design: they are not reported.
     big = next(f for f in found.fleets if M70 in f.name)
     assert not any("no engine series" in str(p) for p in big.problems)
+
+
+def test_a_plain_statefulset_is_its_own_workload_and_scopes_by_statefulset() -> None:
+    """Pods owned by a StatefulSet with no worker sets named after them: a StatefulSet fleet."""
+    base = inventory()
+    owners = [o for o in base.pod_owners if o["pod"] not in WORKERS]
+    pods = [p for p in base.pods if p["pod"] not in WORKERS]
+    gpus = [g for g in base.gpus if g.get("exported_pod") not in WORKERS]
+    found = discover(inventory(pod_owners=owners, pods=pods, gpus=gpus))
+    big = next(f for f in found.fleets if M70 in f.name)
+    assert str(big.workload) == "StatefulSet/vllm-70b" and big.workers == {}
+    scope = scoped_options(big, QueryOptions()).scope("kube_workload")
+    assert scope.selector == f'namespace="{NS}",statefulset="vllm-70b"'
