@@ -60,10 +60,6 @@ class _Kube:
         self.info: dict[tuple[str, str], Row] = {
             (r.get("namespace", ""), r.get("pod", "")): r for r in inv.pods
         }
-        self.by_ip: dict[str, tuple[str, str]] = {}
-        for key, row in self.info.items():
-            if row.get("pod_ip"):
-                self.by_ip[row["pod_ip"]] = key
         owners: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
         for r in inv.pod_owners:
             if r.get("owner_kind") and r.get("owner_name"):
@@ -112,7 +108,6 @@ class _Draft:
     engine: str
     replica_label: str
     replicas: set[str] = field(default_factory=set)
-    series_without_pod: int = 0
 
 
 def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS) -> FleetMap:
@@ -141,7 +136,7 @@ def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS)
 
     fleets = [_fleet(d, kube) for draft in drafts.values() for d in _by_workload(draft, kube)]
     fleets = _with_gpus(fleets, inv.gpus, kube, problems)
-    fleets = _with_routers(fleets, routers, kube, problems)
+    fleets = _with_routers(fleets, routers, problems)
     fleets.sort(key=lambda f: f.name)
     idle = sum(1 for r in inv.gpus if _is_idle(r, inv.gpus))
     return FleetMap(tuple(fleets), tuple(problems), idle)
@@ -309,7 +304,7 @@ def _with_gpus(
 
 
 def _with_routers(
-    fleets: list[Fleet], routers: Sequence[Row], kube: _Kube, problems: list[JoinProblem]
+    fleets: list[Fleet], routers: Sequence[Row], problems: list[JoinProblem]
 ) -> list[Fleet]:
     if not routers:
         return fleets
