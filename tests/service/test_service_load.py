@@ -9,6 +9,7 @@ holds every request 0.2 s, so rounds that are allowed to overlap do overlap.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 from promserver import PromStandIn, Reply
 from test_live import AT
 
+from signals.timeparse import format_instant
 from triage.service.app import create_app
 
 from .payloads import alert, notification
@@ -32,9 +34,9 @@ def test_prometheus_requests_in_flight_stay_within_one_round(
     with PromStandIn(Reply(stall=0.2, proxy_to=prometheus_url)) as stand_in:
         service = make_service(db, stand_in.url, diagnosis_processes=processes, workers=4)
         with TestClient(create_app(service)) as client:
-            for g in range(4):  # four groups at four moments: four fetches, no frame shared
+            for g in range(4):  # four groups in four frame spans: four fetches, no frame shared
                 alerts = [
-                    alert(f"g{g}-{i}", AT - 60 * g, instance=f"10.42.0.{i + 1}:8000", symptom="tpot_slow")
+                    alert(f"g{g}-{i}", AT - 600 * g, instance=f"10.42.0.{i + 1}:8000", symptom="tpot_slow")
                     for i in range(2)
                 ]
                 note = notification(alerts, group=f"g{g}")
@@ -42,3 +44,23 @@ def test_prometheus_requests_in_flight_stay_within_one_round(
             wait_until(lambda: count(db, "annotations", "state = 'annotated'") == 8, timeout=120)
         assert sum(r["fetches"] for r in rows(db, "SELECT fetches FROM work")) == 4
     assert 0 < stand_in.max_in_flight <= QUERIES_PER_ROUND
+
+
+def test_moments_within_one_span_share_a_frame_and_keep_their_own_moment(
+    tmp_path: Path, prometheus_url: str
+) -> None:
+    """Two groups a minute apart: one fetch serves both, each diagnosed at its own moment."""
+    db = tmp_path / "t.db"
+    service = make_service(db, prometheus_url, diagnosis_processes=0, workers=2)
+    # Both moments in the 5-minute span that ends at or before AT, where the data is.
+    end = AT // 300 * 300
+    moments = [end - 60, end - 120]
+    with TestClient(create_app(service)) as client:
+        for g, moment in enumerate(moments):
+            alerts = [alert(f"s{g}", moment, instance="10.42.0.1:8000", symptom="tpot_slow")]
+            note = notification(alerts, group=f"s{g}")
+            assert client.post("/api/alertmanager", json=note).status_code == 200
+        wait_until(lambda: count(db, "annotations", "state = 'annotated'") == 2, timeout=120)
+    assert sum(r["fetches"] for r in rows(db, "SELECT fetches FROM work")) == 1
+    diagnosed = sorted(json.loads(r["diagnosis"])["at"] for r in rows(db, "SELECT diagnosis FROM work"))
+    assert diagnosed == sorted(format_instant(m) for m in moments)

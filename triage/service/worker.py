@@ -20,6 +20,7 @@ connection pool is sized for one round at a time).
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import re
 import signal
@@ -88,6 +89,16 @@ class FetchSettings:
     step: float
     retry_unavailable: float
     max_concurrent: int = 1
+    span: float = 300.0
+    """Moments within one `span` share a frame: it is fetched once, `span` longer than the
+    lookback, up to the span's end (never past now), and each diagnosis reads it up to its
+    own moment, as a replay does. A storm's groups about one fleet start within minutes
+    of each other: one fetch then serves them all, where one per moment took minutes."""
+
+    def frame_end(self, at: float, now: float) -> float:
+        """The end of the frame serving moment `at`: its span's end, or now if sooner (never before `at`)."""
+        span_end = math.ceil(at / self.span) * self.span if self.span > 0 else at
+        return max(at, min(span_end, math.floor(now / self.step) * self.step))
 
 
 SourceFactory = Callable[[], PrometheusSource]
@@ -124,11 +135,14 @@ class Diagnoser:
         self.frames: SharedFetches[tuple[str, float], tuple[SignalFrame, FetchReport]] = SharedFetches(
             breaker, shared
         )
-        self.scoper = FleetScoper(options, fleet_labels, fetch.lookback, SharedFetches(breaker, shared))
+        self.scoper = FleetScoper(
+            options, fleet_labels, fetch.lookback + fetch.span, SharedFetches(breaker, shared)
+        )
 
     def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
+        end = self.fetch.frame_end(item.at, time.time())
         try:
-            scoping = self.scoper.decide(item.alerts, item.at, source)
+            scoping = self.scoper.decide(item.alerts, end, source)
             if scoping.refused:
                 return WorkResult(
                     f"{item.symptom}:no-fleet",
@@ -143,11 +157,10 @@ class Diagnoser:
                 )
 
             def fetch() -> tuple[SignalFrame, FetchReport]:
-                return fetch_frame(
-                    source, self.catalog, scoping.options, item.at, self.fetch.lookback, self.fetch.step
-                )
+                lookback = self.fetch.lookback + self.fetch.span
+                return fetch_frame(source, self.catalog, scoping.options, end, lookback, self.fetch.step)
 
-            (frame, report), fetched = self.frames.get((scoping.key, item.at), fetch)
+            (frame, report), fetched = self.frames.get((scoping.key, end), fetch)
         except SignalError as exc:
             reason = _first_line(str(exc)) or type(exc).__name__
             return WorkResult(
@@ -161,7 +174,8 @@ class Diagnoser:
                 0 if isinstance(exc, Remembered) else 1,
                 getattr(exc, "kind", "no_data"),
             )
-        diagnosis = diagnose(self.graph, frame, item.symptom, frame.end, source=item.symptom_source)
+        at = min(max(item.at, frame.start), frame.end)
+        diagnosis = diagnose(self.graph, frame, item.symptom, at, source=item.symptom_source)
         diagnosis = replace(
             diagnosis, signal_problems=tuple(sorted(report.problems().items())), fleet=scoping.fleet
         )
