@@ -15,11 +15,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from signals.timeparse import format_duration, parse_duration
 from tools.rawsynth import write_raw
 from tools.registry import incident, path
 from tools.synth import Fleet
 
 SGLANG_BUILD = {"engine": "sglang", "engine_version": "0.5.3"}
+
+
+def vllm_v1_kv_pressure(f: Fleet, onset: str) -> None:
+    """KV fills from `onset` with longer prompts; preemption 2 minutes later, TPOT and e2e at 3,
+    TTFT and the queue at 4. The raw vLLM V1 incident, and the scraped test cluster's KV story."""
+
+    def after(minutes: int) -> str:
+        return format_duration(parse_duration(onset) + 60 * minutes)
+
+    f.step("kv_usage_ratio", onset, to=0.985, ramp="5m")
+    f.step("preemption_rate", after(2), to=2.5, ramp="3m")
+    f.step("tpot_p99_seconds", after(3), factor=2.6, ramp="3m")
+    f.step("tpot_p50_seconds", after(3), factor=1.6, ramp="3m")
+    f.step("ttft_p99_seconds", after(4), factor=2.2, ramp="3m")
+    f.step("ttft_p50_seconds", after(4), factor=1.4, ramp="3m")
+    f.step("e2e_p99_seconds", after(3), factor=1.8, ramp="3m")
+    f.step("queue_waiting", after(4), to=6, ramp="3m")
+    f.step("queue_time_p99_seconds", after(4), factor=5, ramp="3m")
+    f.step("prompt_tokens_p95", onset, factor=1.25, ramp="5m")
+    f.step("prompt_tokens_rate", onset, factor=1.2, ramp="5m")
 
 
 def _twins(f: Fleet, symptom: str | None, at: str, expect: dict[str, Any], **spec: Any) -> None:
@@ -50,17 +71,7 @@ def kv_pressure_vllm_v1() -> None:
         seed=111,
     )
     at = "40m"
-    f.step("kv_usage_ratio", at, to=0.985, ramp="5m")
-    f.step("preemption_rate", "42m", to=2.5, ramp="3m")
-    f.step("tpot_p99_seconds", "43m", factor=2.6, ramp="3m")
-    f.step("tpot_p50_seconds", "43m", factor=1.6, ramp="3m")
-    f.step("ttft_p99_seconds", "44m", factor=2.2, ramp="3m")
-    f.step("ttft_p50_seconds", "44m", factor=1.4, ramp="3m")
-    f.step("e2e_p99_seconds", "43m", factor=1.8, ramp="3m")
-    f.step("queue_waiting", "44m", to=6, ramp="3m")
-    f.step("queue_time_p99_seconds", "44m", factor=5, ramp="3m")
-    f.step("prompt_tokens_p95", at, factor=1.25, ramp="5m")
-    f.step("prompt_tokens_rate", at, factor=1.2, ramp="5m")
+    vllm_v1_kv_pressure(f, at)
     _twins(
         f,
         "tpot_slow",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from signals.timeparse import parse_duration
+from tools.incidents_raw import vllm_v1_kv_pressure
 from tools.synth import GPU_HEALTHY, HEALTHY, Fleet
 
 STORIES = ("kv_pressure", "gpu_fault", "traffic_burst", "healthy")
@@ -71,17 +72,7 @@ def _replica_keys(fleet: Fleet, signal: str, replica: str) -> list[tuple[str, tu
 
 def _kv_pressure(f: Fleet) -> tuple[str, str, str, str, tuple[str, ...]]:
     at = "45m"
-    f.step("kv_usage_ratio", at, to=0.985, ramp="5m")
-    f.step("preemption_rate", "47m", to=2.5, ramp="3m")
-    f.step("tpot_p99_seconds", "48m", factor=2.6, ramp="3m")
-    f.step("tpot_p50_seconds", "48m", factor=1.6, ramp="3m")
-    f.step("ttft_p99_seconds", "49m", factor=2.2, ramp="3m")
-    f.step("ttft_p50_seconds", "49m", factor=1.4, ramp="3m")
-    f.step("e2e_p99_seconds", "48m", factor=1.8, ramp="3m")
-    f.step("queue_waiting", "49m", to=6, ramp="3m")
-    f.step("queue_time_p99_seconds", "49m", factor=5, ramp="3m")
-    f.step("prompt_tokens_p95", at, factor=1.25, ramp="5m")
-    f.step("prompt_tokens_rate", at, factor=1.2, ramp="5m")
+    vllm_v1_kv_pressure(f, at)
     return "kv_pressure", "tpot_slow", at, "70m", ()
 
 
