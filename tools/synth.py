@@ -62,7 +62,20 @@ FLEET_HEALTHY: dict[str, tuple[float, float]] = {
     "fallback_ratio": (0.002, 0.4),
     "cost_per_1k_tokens": (0.0021, 0.01),
 }
+# The edge in front of the fleet (a gateway or router), added by `Fleet.add_edge`: fleet-level
+# except upstream errors (per backend) and the kubelet's and kube-state-metrics' per-pod series.
+EDGE_HEALTHY: dict[str, tuple[float, float]] = {
+    "gateway_latency_p99_seconds": (0.62, 0.08),
+    "gateway_queue": (0.5, 0.0),
+}
+EDGE_REPLICA: dict[str, tuple[float, float]] = {
+    "upstream_error_ratio": (0.001, 0.4),
+    "probe_failures": (0.0, 0.0),
+    "terminated_error": (0.0, 0.0),
+    "exit_code": (0.0, 0.0),
+}
 RATIOS = {
+    "upstream_error_ratio",
     "error_ratio",
     "timeout_ratio",
     "truncated_ratio",
@@ -74,8 +87,17 @@ RATIOS = {
     "rejected_ratio",
     "fallback_ratio",
 }
-COUNTS = {"queue_waiting", "requests_running"}
-FLAGS = {"gpu_throttle", "gpu_xid", "gpu_ecc_errors", "restarts", "oom_killed"}
+COUNTS = {"queue_waiting", "requests_running", "gateway_queue", "gateway_inflight"}
+FLAGS = {
+    "gpu_throttle",
+    "gpu_xid",
+    "gpu_ecc_errors",
+    "restarts",
+    "oom_killed",
+    "probe_failures",
+    "terminated_error",
+    "exit_code",
+}
 
 BUILD = {
     "model": "llama-3.1-8b-instruct",
@@ -144,6 +166,22 @@ class Fleet:
         if self.kube_signals:
             self.series[_key("replicas_ready", {})] = np.full(self.n, float(self.replicas))
             self.series[_key("replicas_desired", {})] = np.full(self.n, float(self.replicas))
+
+    def add_edge(self, inflight: bool = True) -> None:
+        """A gateway or router in front of the replicas: its latency, queue, backends routed and
+        (optionally) its own in-flight count, per-backend upstream errors, and the kubelet's
+        probe and kube-state-metrics' termination series per pod."""
+        for signal, (base, _) in EDGE_HEALTHY.items():
+            self.series[_key(signal, {})] = np.full(self.n, base)
+        self.series[_key("backends_routed", {})] = np.full(self.n, float(self.replicas))
+        if inflight:
+            held = HEALTHY["requests_running"][0] + HEALTHY["queue_waiting"][0]
+            self.series[_key("gateway_inflight", {})] = np.full(self.n, held * self.replicas)
+        for name in self.names:
+            for signal, (base, _) in EDGE_REPLICA.items():
+                self.series[_key(signal, {"instance": name})] = np.full(
+                    self.n, base * (self._jitter(0.05) if base else 1.0)
+                )
 
     def _jitter(self, spread: float) -> float:
         return float(1.0 + self.rng.normal(0, spread))
@@ -264,11 +302,23 @@ class Fleet:
 
     # --- output ------------------------------------------------------------------------
     def _noisy(self, signal: str, values: Array) -> Array:
-        spec = HEALTHY.get(signal) or GPU_HEALTHY.get(signal) or FLEET_HEALTHY.get(signal)
+        spec = (
+            HEALTHY.get(signal)
+            or GPU_HEALTHY.get(signal)
+            or FLEET_HEALTHY.get(signal)
+            or EDGE_HEALTHY.get(signal)
+            or EDGE_REPLICA.get(signal)
+        )
         rel = spec[1] if spec else 0.03
         out = values.copy()
         finite = np.isfinite(out)
-        if signal in FLAGS or signal in ("build_info", "config_info", "replicas_ready", "replicas_desired"):
+        if signal in FLAGS or signal in (
+            "build_info",
+            "config_info",
+            "replicas_ready",
+            "replicas_desired",
+            "backends_routed",
+        ):
             return out
         if signal in COUNTS:
             noisy = self.rng.poisson(np.clip(out[finite], 0, None)).astype(float)

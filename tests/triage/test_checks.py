@@ -274,3 +274,49 @@ def test_leave_one_out_medians_match_the_definition() -> None:
     matrix = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [4.0, 5.0, 6.0]])
     out = row_medians(matrix)
     assert out[0] == 2.0 and np.isnan(out[1]) and out[2] == 5.0
+
+
+def test_shortfall_against_a_sum_scaled_by_a_factor() -> None:
+    """An edge's in-flight count newly below what the engines hold (running plus waiting)."""
+    drift = ctx_for(
+        {
+            "gateway_inflight": stepped(140, 300, ONSET, N),
+            "requests_running": stepped(130, 200, ONSET, N),
+            "queue_waiting": stepped(10, 400, ONSET, N),
+        }
+    )
+    spec = check(kind="shortfall", signal="gateway_inflight", of=["requests_running", "queue_waiting"], factor=0.8)
+    e = evaluate(drift, spec)
+    assert e.holds is True and e.value == 300 and e.baseline == 600
+    assert "(requests_running + queue_waiting)" in e.check and "0.8x" in e.check
+    tracking = ctx_for(
+        {
+            "gateway_inflight": stepped(140, 590, ONSET, N),
+            "requests_running": stepped(130, 200, ONSET, N),
+            "queue_waiting": stepped(10, 400, ONSET, N),
+        }
+    )
+    assert evaluate(tracking, spec).holds is False
+    assert evaluate(ctx_for({"gateway_inflight": 5.0, "requests_running": 5.0}), spec).holds is None
+
+
+def test_steady_one_sided_and_forgiving_small_moves() -> None:
+    idle = ctx_for({"queue_waiting": stepped(6, 1, ONSET, N)})
+    assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5)).holds is False
+    assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="high")).holds is True
+    assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="low")).holds is False
+    busier = ctx_for({"queue_waiting": stepped(1, 3, ONSET, N)})
+    assert evaluate(busier, check(kind="steady", signal="queue_waiting", direction="high")).holds is False
+    assert (
+        evaluate(busier, check(kind="steady", signal="queue_waiting", direction="high", min_delta=3)).holds is True
+    )
+
+
+def test_not_inverts_and_keeps_unknown() -> None:
+    calm = ctx_for({"oom_killed": 0.0})
+    no_oom = check(kind="event", signal="oom_killed", within="60m", **{"not": True})
+    e = evaluate(calm, no_oom)
+    assert e.holds is True and not e.departure and e.check.startswith("no ")
+    killed = ctx_for({"oom_killed": stepped(0, 1, ONSET, N)})
+    assert evaluate(killed, no_oom).holds is False
+    assert evaluate(ctx_for({"request_rate": 1.0}), no_oom).holds is None

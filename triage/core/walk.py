@@ -119,6 +119,9 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     failed = [e for e in required if e.holds is False]
     if failed:
         return finding("ruled_out", 0.0, f"{failed[0].check} does not hold ({failed[0].note})")
+    blind = [e for e, entry in zip(required, spec.requires, strict=True) if entry.key and e.holds is None]
+    if blind:
+        return finding("unproven", 0.0, f"{blind[0].check} could not be evaluated ({blind[0].note})")
     holding = sum(1 for e in required if e.holds)
     unknown = sum(1 for e in required if e.holds is None)
     if holding == 0:
@@ -211,10 +214,12 @@ def _forbidden(
             if rule.unless_top_cause:
                 wanted = " or ".join(rule.unless_top_cause)
                 now = (
-                    f"the top cause is {top.cause} ({_summary(top, 1)}), not {wanted}"
+                    f"the top cause is {top.cause} ({_summary(top, 2)}), not {wanted}"
                     if top is not None
                     else f"no cause departs from its baseline, so nothing shows {wanted}"
                 )
+                if top is not None and top.cause in rule.because:
+                    now += f"; {rule.because[top.cause].strip()}"
             elif shown is not None:
                 now = f"{shown.signal} {shown.note}"
             elif top is not None:

@@ -54,10 +54,25 @@ def evaluate(ctx: Context, check: CheckSpec) -> Evidence:
     cached = ctx._results.get(check)
     if cached is None:
         cached = KINDS[check.kind](ctx, check)
+        if check.not_:
+            cached = _negated(cached)
         if check.note and cached.holds:
             cached = replace(cached, note=f"{cached.note}; {check.note}" if cached.note else check.note)
         ctx._results[check] = cached
     return cached
+
+
+def _negated(result: Evidence) -> Evidence:
+    """A `not` check: holds when the check fails, unknown when it is; an absence is no departure."""
+    holds = None if result.holds is None else not result.holds
+    return replace(
+        result,
+        check=f"no {result.check}" if not result.check.startswith("no ") else result.check[3:],
+        holds=holds,
+        departure=False,
+        margin=1.0 if holds else 0.0,
+        replicas=(),
+    )
 
 
 def evaluate_entry(ctx: Context, entry: CheckSpec | AnyOf) -> Evidence:

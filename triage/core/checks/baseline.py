@@ -64,18 +64,29 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
 
 
 def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
-    """The signal stayed within a factor of its baseline (unchanged price, length, rate)."""
+    """The signal stayed within a factor of its baseline (unchanged price, length, rate).
+
+    `direction: high` only asks that it did not rise ("the engines are not busier"), `low`
+    that it did not fall; `min_delta` forgives small absolute moves of a low baseline.
+    """
     assert check.signal is not None
     factor = check.factor or 1.2
-    text = f"{check.signal} within {factor:g}x of baseline"
+    min_delta = check.min_delta or 0.0
+    bound = {"high": "not above", "low": "not below", None: "within"}[check.direction]
+    text = f"{check.signal} {bound} {factor:g}x of baseline"
+    if min_delta:
+        text += f" (+-{min_delta:g})"
     compared = _before_and_now(ctx, check, text)
     if isinstance(compared, Evidence):
         return compared
     _, base, now = compared
     if base > 0 and now > 0:
-        holds = max(now / base, base / now) <= factor
+        up, down = now / base <= factor, base / now <= factor
     else:
-        holds = abs(now - base) <= 1e-9
+        up = down = abs(now - base) <= 1e-9
+    up = up or now - base <= min_delta
+    down = down or base - now <= min_delta
+    holds = up if check.direction == "high" else down if check.direction == "low" else up and down
     note = f"{_fmt(now)} vs {_fmt(base)} before"
     return Evidence(check.signal, text, bool(holds), now, base, note=note, margin=1.0 if holds else 0.0)
 

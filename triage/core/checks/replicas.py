@@ -167,22 +167,34 @@ def check_broad(ctx: Context, check: CheckSpec) -> Evidence:
 
 
 def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
+    """`signal` newly below `of` (several `of` signals are summed): ready below desired, or an
+    edge's own in-flight count below what the engines hold (`factor` scales `of`)."""
     assert check.signal is not None and check.of is not None
-    min_delta = check.min_delta or 1.0
-    text = f"{check.signal} below {check.of} by >= {min_delta:g}"
-    if not ctx.frame.has(check.signal) or not ctx.frame.has(check.of):
+    wanted = check.of_signals()
+    factor = check.factor or 1.0
+    min_delta = check.min_delta if check.min_delta is not None else (1.0 if factor == 1.0 else 0.0)
+    of_text = " + ".join(wanted) if len(wanted) == 1 else f"({' + '.join(wanted)})"
+    text = f"{check.signal} below {'' if factor == 1.0 else f'{factor:g}x '}{of_text}"
+    if min_delta:
+        text += f" by >= {min_delta:g}"
+    if not ctx.frame.has(check.signal) or not all(ctx.frame.has(s) for s in wanted):
         return _unknown(check, text, "signal missing")
     have = ctx.frame.fleet(check.signal)
-    want = ctx.frame.fleet(check.of)
-    gap = want - have
+    want = np.sum([ctx.frame.fleet(s) for s in wanted], axis=0)
+    gap = want * factor - have
     now = _median(_window(ctx, gap, ctx.windows.recent))
     before = _median(_window(ctx, gap, ctx.windows.baseline))
     ready = _median(_window(ctx, have, ctx.windows.recent))
     desired = _median(_window(ctx, want, ctx.windows.recent))
     if math.isnan(now):
         return _unknown(check, text, "no recent data")
-    holds = now >= min_delta and (math.isnan(before) or before < min_delta)
-    note = f"{_fmt(ready)} of {_fmt(desired)} ready"
+    floor = max(min_delta, 1e-9)
+    holds = now >= floor and (math.isnan(before) or before < floor)
+    note = (
+        f"{_fmt(ready)} of {_fmt(desired)} ready"
+        if len(wanted) == 1 and factor == 1.0
+        else f"{_fmt(ready)} against {_fmt(desired)} ({_fmt(ready / desired) if desired else 'n/a'}x)"
+    )
     return Evidence(
         check.signal,
         text,
@@ -191,7 +203,7 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
         desired,
         note=note,
         departure=True,
-        margin=_clip(now / max(desired, 1.0) * 4) if holds else 0.0,
+        margin=_clip(now / max(desired * factor, 1.0) * 4) if holds else 0.0,
     )
 
 

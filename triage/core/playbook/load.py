@@ -192,8 +192,8 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             members = entry.any if isinstance(entry, AnyOf) else (entry,)
             for j, check in enumerate(members):
                 sub = (*path, i, "any", j) if isinstance(entry, AnyOf) else (*path, i)
-                for key in ("signal", "of"):
-                    name = getattr(check, key)
+                named = [("signal", check.signal)] + [("of", name) for name in check.of_signals()]
+                for key, name in named:
                     if name is not None and name not in SIGNALS:
                         ref(qualified, (*sub, key), f"unknown signal '{name}'{suggest(name, SIGNALS)}")
                 if (
@@ -274,6 +274,9 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             for i, cid in enumerate(ids):
                 if cid not in causes:
                     ref(q, (*path, i), f"unknown cause '{cid}'{suggest(cid, causes)}")
+        for cid in f.because:
+            if cid not in causes:
+                ref(q, ("because", cid), f"unknown cause '{cid}'{suggest(cid, causes)}")
         check_signals(q, ("when", "checks"), f.when.checks)
         if not (f.when.always or f.when.symptoms or f.when.causes or f.when.checks):
             ref(q, ("when",), "a forbidden action needs a condition (always, symptoms, causes or checks)")

@@ -52,10 +52,10 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "broad": (("signal",), ("factor", "min_delta", "share", "baseline")),
     "sudden": (("signal",), ("factor", "within", "share", "view", "baseline")),
     "gradual": (("signal",), ("factor", "within", "share", "view", "baseline")),
-    "shortfall": (("signal", "of"), ("min_delta",)),
+    "shortfall": (("signal", "of"), ("min_delta", "factor")),
     "replicas_lost": ((), ("min_count",)),
     "wave": (("signal",), ("min_count", "threshold")),
-    "steady": (("signal",), ("factor", "view", "baseline")),
+    "steady": (("signal",), ("factor", "min_delta", "direction", "view", "baseline")),
 }
 _PARAM_NAMES = (
     "signal",
@@ -98,11 +98,15 @@ class CheckSpec(_Strict):
     direction: Literal["high", "low"] | None = None
     share: float | None = Field(None, gt=0, le=1)
     within: str | None = None
-    of: str | None = None
+    of: str | tuple[str, ...] | None = None
     min_count: int | None = Field(None, ge=1)
     baseline: Literal["onset", "long"] | None = None
     weight: float = Field(1.0, gt=0, le=10)
     note: str = ""
+    not_: bool = Field(False, alias="not")
+    """Holds when the check does not: "no version change", "no OOM kill since the onset"."""
+    key: bool = False
+    """The cause's signature: when it cannot be evaluated, the cause is unproven, whatever else holds."""
 
     @model_validator(mode="after")
     def _params_fit_kind(self) -> CheckSpec:
@@ -120,7 +124,13 @@ class CheckSpec(_Strict):
         return self
 
     def signals(self) -> list[str]:
-        return [s for s in (self.signal, self.of) if s is not None]
+        return [s for s in (self.signal, *self.of_signals()) if s is not None]
+
+    def of_signals(self) -> tuple[str, ...]:
+        """The signals a shortfall compares against; several are summed (running plus waiting)."""
+        if self.of is None:
+            return ()
+        return (self.of,) if isinstance(self.of, str) else self.of
 
 
 class SymptomSpec(_Strict):
@@ -161,6 +171,7 @@ class AnyOf(_Strict):
     any: tuple[CheckSpec, ...] = Field(min_length=2)
     weight: float = Field(1.0, gt=0, le=10)
     note: str = ""
+    key: bool = False
 
 
 class ActionSpec(_Strict):
@@ -180,6 +191,8 @@ class ForbiddenSpec(_Strict):
     reason: str
     when: ForbiddenWhen
     unless_top_cause: tuple[str, ...] = ()
+    because: dict[str, str] = Field(default_factory=dict)
+    """Per top cause, why the action is wrong for that cause in particular (shown with its evidence)."""
 
 
 class Windows(_Strict):
