@@ -15,6 +15,10 @@ from triage.sources import read_playbook_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY_CAUSES = {
+    "gateway_bottleneck",
+    "stale_backend",
+    "probe_restart_loop",
+    "rate_limit_misconfigured",
     "long_prompt_surge",
     "traffic_burst",
     "long_output_shift",
@@ -257,3 +261,28 @@ def test_alert_symptom_patterns_are_validated() -> None:
     assert any("settings.alert_symptoms[2]: match is not a valid regular expression" in p for p in found), (
         found
     )
+
+
+def test_a_forbidden_reason_per_cause_names_a_known_cause() -> None:
+    found = problems(edit("forbidden.yaml", "      gateway_bottleneck: >-", "      gateway_bottlenek: >-"))
+    assert any(
+        "forbidden.scale_out.because.gateway_bottlenek: unknown cause 'gateway_bottlenek' "
+        "(did you mean gateway_bottleneck?)" in p
+        for p in found
+    ), found
+
+
+def test_shortfall_of_several_signals_are_each_checked() -> None:
+    found = problems(
+        edit("causes-edge.yaml", "of: [requests_running, queue_waiting], factor: 0.8, note", "of: [requests_running, queue_wating], factor: 0.8, note")
+    )
+    assert any("unknown signal 'queue_wating' (did you mean queue_waiting?)" in p for p in found), found
+
+
+def test_not_and_key_are_check_options_any_kind_takes() -> None:
+    kb = load(bundled())
+    probe = kb.causes["probe_restart_loop"]
+    assert [c.key for c in probe.requires][:1] == [True]
+    assert any(getattr(c, "not_", False) for c in probe.requires)
+    found = problems(edit("causes-edge.yaml", "signal: probe_failures, key: true", "signal: probe_failures, key: maybe"))
+    assert any("key" in p for p in found), found
