@@ -163,7 +163,13 @@ def probe_restart_loop_slow_load() -> None:
             f.pulse("restarts", f"{t + 2}m", 1, width="5m", replicas=[name])
         f.set("terminated_error", f"{start + 2}m", 1, replicas=[name])
         f.set("exit_code", f"{start + 2}m", 137, replicas=[name])
-        for signal in ("request_rate", "requests_running", "queue_waiting", "kv_usage_ratio", "ttft_p99_seconds"):
+        for signal in (
+            "request_rate",
+            "requests_running",
+            "queue_waiting",
+            "kv_usage_ratio",
+            "ttft_p99_seconds",
+        ):
             f.set(signal, f"{start + 2}m", np.nan, replicas=[name])
     f.set("replicas_ready", "52m", 3)
     f.set("backends_routed", "52m", 3)
@@ -176,7 +182,7 @@ def probe_restart_loop_slow_load() -> None:
         path(f.name),
         "errors",
         at="85m",
-        expect={"cause": "probe_restart_loop", "forbidden": EDGE_FORBIDDEN + ["blind_retry_streaming"]},
+        expect={"cause": "probe_restart_loop", "forbidden": [*EDGE_FORBIDDEN, "blind_retry_streaming"]},
     )
 
 
@@ -255,7 +261,13 @@ def rate_limit_double_count() -> None:
     f.add_edge()
     at = "50m"
     f.step("rejected_ratio", at, to=0.42, ramp="2m")
-    for signal in ("request_rate", "requests_running", "prompt_tokens_rate", "generation_tokens_rate", "gateway_inflight"):
+    for signal in (
+        "request_rate",
+        "requests_running",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "gateway_inflight",
+    ):
         f.step(signal, at, factor=0.58, ramp="2m")
     f.step("queue_waiting", at, to=0.2, ramp="2m")
     f.step("kv_usage_ratio", at, factor=0.7, ramp="2m")

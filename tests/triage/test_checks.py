@@ -285,7 +285,9 @@ def test_shortfall_against_a_sum_scaled_by_a_factor() -> None:
             "queue_waiting": stepped(10, 400, ONSET, N),
         }
     )
-    spec = check(kind="shortfall", signal="gateway_inflight", of=["requests_running", "queue_waiting"], factor=0.8)
+    spec = check(
+        kind="shortfall", signal="gateway_inflight", of=["requests_running", "queue_waiting"], factor=0.8
+    )
     e = evaluate(drift, spec)
     assert e.holds is True and e.value == 300 and e.baseline == 600
     assert "(requests_running + queue_waiting)" in e.check and "0.8x" in e.check
@@ -303,12 +305,19 @@ def test_shortfall_against_a_sum_scaled_by_a_factor() -> None:
 def test_steady_one_sided_and_forgiving_small_moves() -> None:
     idle = ctx_for({"queue_waiting": stepped(6, 1, ONSET, N)})
     assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5)).holds is False
-    assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="high")).holds is True
-    assert evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="low")).holds is False
+    assert (
+        evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="high")).holds
+        is True
+    )
+    assert (
+        evaluate(idle, check(kind="steady", signal="queue_waiting", factor=1.5, direction="low")).holds
+        is False
+    )
     busier = ctx_for({"queue_waiting": stepped(1, 3, ONSET, N)})
     assert evaluate(busier, check(kind="steady", signal="queue_waiting", direction="high")).holds is False
     assert (
-        evaluate(busier, check(kind="steady", signal="queue_waiting", direction="high", min_delta=3)).holds is True
+        evaluate(busier, check(kind="steady", signal="queue_waiting", direction="high", min_delta=3)).holds
+        is True
     )
 
 

@@ -67,7 +67,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_edge_cause_named_with_its_evidence_and_scale_out_refused_for_it(graph: TriageGraph, name: str) -> None:
+def test_edge_cause_named_with_its_evidence_and_scale_out_refused_for_it(
+    graph: TriageGraph, name: str
+) -> None:
     cause, checks, because = CASES[name]
     d = run(graph, name)
     assert d.causes and d.causes[0].cause == cause
@@ -89,7 +91,9 @@ CONFOUNDERS = {
 
 
 @pytest.mark.parametrize("name", sorted(CONFOUNDERS))
-def test_confounder_keeps_its_own_cause_and_the_edge_cause_says_why_not(graph: TriageGraph, name: str) -> None:
+def test_confounder_keeps_its_own_cause_and_the_edge_cause_says_why_not(
+    graph: TriageGraph, name: str
+) -> None:
     cause, edge = CONFOUNDERS[name]
     d = run(graph, name)
     assert d.causes[0].cause == cause

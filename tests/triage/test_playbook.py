@@ -274,7 +274,11 @@ def test_a_forbidden_reason_per_cause_names_a_known_cause() -> None:
 
 def test_shortfall_of_several_signals_are_each_checked() -> None:
     found = problems(
-        edit("causes-edge.yaml", "of: [requests_running, queue_waiting], factor: 0.8, note", "of: [requests_running, queue_wating], factor: 0.8, note")
+        edit(
+            "causes-edge.yaml",
+            "of: [requests_running, queue_waiting], factor: 0.8, note",
+            "of: [requests_running, queue_wating], factor: 0.8, note",
+        )
     )
     assert any("unknown signal 'queue_wating' (did you mean queue_waiting?)" in p for p in found), found
 
@@ -284,5 +288,7 @@ def test_not_and_key_are_check_options_any_kind_takes() -> None:
     probe = kb.causes["probe_restart_loop"]
     assert [c.key for c in probe.requires][:1] == [True]
     assert any(getattr(c, "not_", False) for c in probe.requires)
-    found = problems(edit("causes-edge.yaml", "signal: probe_failures, key: true", "signal: probe_failures, key: maybe"))
+    found = problems(
+        edit("causes-edge.yaml", "signal: probe_failures, key: true", "signal: probe_failures, key: maybe")
+    )
     assert any("key" in p for p in found), found

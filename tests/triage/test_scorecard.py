@@ -270,16 +270,17 @@ def test_end_to_end_on_bundled_fixtures(graph: TriageGraph, tmp_path: Path) -> N
     assert failure.get("message") == "expected top cause price_change (not ranked), got version_change"
 
     # By hand: top-1 and top-3 are price-change and healthy (nothing ranked) of 3; forbidden checks:
-    # price-change 1 of 1, healthy 1 of 1; time: only price-change (45s) of the two expecting a cause.
+    # price-change 1 of 1, version-change 1 of 1 (tune_sampling not forbidden), healthy 1 of 1;
+    # time: only price-change (45s) of the two expecting a cause.
     t = totals(outcomes)
-    assert (t.top1, t.top3, t.scored, t.forbidden_passed, t.forbidden_total) == (2, 2, 3, 2, 2)
+    assert (t.top1, t.top3, t.scored, t.forbidden_passed, t.forbidden_total) == (2, 2, 3, 3, 3)
     assert (t.timed, t.timeable, t.median_time_to_right) == (1, 2, 45.0)
     md = render_scorecard(outcomes, "md", GENERATED)
     assert "| top-1 accuracy | 66.7% (2 of 3) |" in md and "| top-3 accuracy | 66.7% (2 of 3) |" in md
-    assert "| forbidden-action accuracy | 100.0% (2 of 2 checks) |" in md
+    assert "| forbidden-action accuracy | 100.0% (3 of 3 checks) |" in md
     assert "| median time to a right diagnosis | 45s (1 of 2 fixtures with a cause) |" in md
     assert (
-        "| version-change | quality_down | price_change | version_change | — | — | never | **FAIL** |" in md
+        "| version-change | quality_down | price_change | version_change | — | 1/1 | never | **FAIL** |" in md
     )
 
 
