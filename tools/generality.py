@@ -6,7 +6,8 @@ fixture format, but vary what the bundled fixtures keep fixed: fleet size (3..64
 magnitude (strong and moderate-but-clear), noise (up to 1.5x synth's), which optional
 signals exist (no GPU, no kube, no cost, no preemptions, fleet-only series), replicas
 that vanish for unrelated reasons, and confounders where a mechanism is shown next to a
-deeper cause. Every fixture is seeded, so reruns write identical files.
+deeper cause; and the edge (gateway, router, probes) next to the engine or supply cause it is
+easily mistaken for. Every fixture is seeded, so reruns write identical files.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ OUT = ROOT / "bench" / "generality"
 FORBID = {"forbidden": ["scale_out"]}
 ALLOW = {"not_forbidden": ["scale_out"]}
 
+# The edge (gateway or router, kubelet probes) has no healthy values in tools/synth.py:
+# typical values and relative noise of a gateway in front of synth's 8B fleet.
+EDGE_HEALTHY: dict[str, tuple[float, float]] = {
+    "gateway_latency_p99_seconds": (0.55, 0.08),
+    "gateway_queue": (1.5, 0.6),
+    "upstream_error_ratio": (0.001, 0.4),
+}
+EDGE_COUNTS = {"gateway_queue", "gateway_inflight"}
+EDGE_FLAGS = {"backends_routed", "probe_failures", "terminated_error", "exit_code"}
+EDGE_RATIOS = {"upstream_error_ratio"}
+
 
 @dataclass
 class GFleet(Fleet):
@@ -44,13 +56,22 @@ class GFleet(Fleet):
     noise: float = 1.0
 
     def _noisy(self, signal: str, values: np.ndarray) -> np.ndarray:
-        spec = HEALTHY.get(signal) or GPU_HEALTHY.get(signal) or FLEET_HEALTHY.get(signal)
+        spec = (
+            HEALTHY.get(signal)
+            or GPU_HEALTHY.get(signal)
+            or FLEET_HEALTHY.get(signal)
+            or EDGE_HEALTHY.get(signal)
+        )
         rel = (spec[1] if spec else 0.03) * self.noise
         out = values.copy()
         finite = np.isfinite(out)
-        if signal in FLAGS or signal in ("build_info", "config_info", "replicas_ready", "replicas_desired"):
+        if (
+            signal in FLAGS
+            or signal in EDGE_FLAGS
+            or signal in ("build_info", "config_info", "replicas_ready", "replicas_desired")
+        ):
             return out
-        if signal in COUNTS:
+        if signal in COUNTS or signal in EDGE_COUNTS:
             lam = np.clip(out[finite], 0, None)
             noisy = self.rng.poisson(lam).astype(float)
             if self.noise > 1:
@@ -64,7 +85,7 @@ class GFleet(Fleet):
             )
             return out
         out[finite] = out[finite] * (1 + self.rng.normal(0, rel, finite.sum()))
-        out[finite] = np.clip(out[finite], 0, 1 if signal in RATIOS else None)
+        out[finite] = np.clip(out[finite], 0, 1 if signal in RATIOS or signal in EDGE_RATIOS else None)
         return out
 
 
@@ -838,6 +859,219 @@ def fallback_active_no_cost() -> None:
     f.step("timeout_ratio", at, to=0.01, ramp="2m")
     f.step("request_rate", at, factor=0.93, ramp="2m")
     f.write(out(f), "quality_down", at="65m", expect={"cause": "fallback_active", **FORBID})
+
+
+# --- the edge: gateway, router, probes ----------------------------------------------------
+def edge(f: Fleet, inflight: bool = True, probes: bool = True) -> None:
+    """The gateway's healthy view of the fleet: it routes to every ready replica, adds a little
+    latency to the engines', holds almost nothing, and counts what the engines hold as in flight;
+    upstream errors per backend, and (with kube signals) each replica's probes and last termination.
+    Call before shaping, so the incident moves these series like any other."""
+    first = [f.series[k][0] for k in f.keys("requests_running") + f.keys("queue_waiting")]
+    held = float(np.nansum(np.where(np.isfinite(first), first, np.nan)))
+    f.add_fleet("gateway_latency_p99_seconds", EDGE_HEALTHY["gateway_latency_p99_seconds"][0])
+    f.add_fleet("gateway_queue", EDGE_HEALTHY["gateway_queue"][0])
+    if inflight:
+        f.add_fleet("gateway_inflight", held)
+    if f.kube_signals:
+        f.series[_key("backends_routed", {})] = f.series[_key("replicas_ready", {})].copy()
+    else:
+        f.add_fleet("backends_routed", float(f.replicas))
+    for name in f.names:
+        add(f, "upstream_error_ratio", {"instance": name}, EDGE_HEALTHY["upstream_error_ratio"][0])
+        if probes and f.kube_signals:
+            for signal in ("probe_failures", "terminated_error", "exit_code"):
+                add(f, signal, {"instance": name}, 0.0)
+
+
+def end_at(f: Fleet, signal: str, labels: dict[str, str], at: str) -> None:
+    """One series ends at `at` (written as stale) while the replica's others go on."""
+    arr = f.series[_key(signal, labels)]
+    i = f.idx(at)
+    arr[i:] = np.nan
+    arr[i] = -math.inf
+
+
+@incident
+def gateway_bottleneck_single_router() -> None:
+    f = fleet(
+        "gateway-bottleneck-single-router-stalls-streams-12",
+        "The router in front of a 12-replica fleet runs as one pod. From 45m a streaming-heavy client "
+        "mix pins its event loop: about 1,270 streams wait in the router's queue, its P99 reaches the "
+        "30 s client timeout and ~14% of requests time out (about 8,300 in the window). The engines "
+        "behind it go nearly idle: engine queue a few requests fleet-wide, KV 2-5%, no preemption, "
+        "engine TTFT at baseline. The router exports no in-flight gauge.",
+        replicas=12,
+        seed=227,
+        noise=1.2,
+    )
+    edge(f, inflight=False)
+    f.add_fleet("request_rate", 12 * 4.0)  # arrivals, as the router counts them
+    f.add_fleet("timeout_ratio", 0.001)
+    at = "45m"
+    f.step("gateway_queue", at, to=1270, ramp="6m")
+    f.step("gateway_latency_p99_seconds", at, to=30.0, ramp="4m")
+    step_key(f, "timeout_ratio", {}, "46m", 140, ramp="4m")
+    for sig in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        f.step(sig, at, factor=0.3, ramp="4m", replicas=f.names)
+    f.step("requests_running", at, to=2.5, ramp="4m")
+    f.step("kv_usage_ratio", at, to=0.035, ramp="4m")
+    f.step("queue_waiting", at, to=0.2, ramp="3m")
+    f.step("queue_time_p99_seconds", at, factor=0.6, ramp="4m")
+    f.step("ttft_p99_seconds", at, factor=0.85, ramp="4m")
+    f.step("ttft_p50_seconds", at, factor=0.9, ramp="4m")
+    f.step("gpu_util_ratio", at, to=0.12, ramp="4m")
+    f.step("gpu_power_watts", at, to=250, ramp="4m")
+    f.write(out(f), "errors", at="70m", expect={"cause": "gateway_bottleneck", **FORBID})
+
+
+@incident
+def stale_backend_deleted_pod() -> None:
+    f = fleet(
+        "stale-backend-deleted-pod-routed-for-hours-8",
+        "The cluster autoscaler removed a node at 40m; its pod vllm-5 was deleted and rescheduled as "
+        "vllm-8 (ready 43m). The router added vllm-8 but never dropped vllm-5's address: it routes to "
+        "9 backends with 8 ready. One request in nine goes to the dead address and fails at the 5 s "
+        "connect timeout (upstream errors ~100% on vllm-5 only, 11% 502/504s at the gateway, its P99 "
+        "5 s) for hours. The eight engines that report are healthy and a little lighter.",
+        replicas=9,
+        duration="200m",
+        interval="30s",
+        seed=228,
+        noise=1.1,
+    )
+    f.set("replicas_ready", "0m", 8)
+    f.set("replicas_desired", "0m", 8)
+    f.set("replicas_ready", "40m", 7, until="43m")
+    vanish(f, "vllm-5", "40m")
+    appear(f, "vllm-8", "43m")
+    edge(f)
+    f.set("backends_routed", "0m", 8)
+    f.set("backends_routed", "43m", 9)
+    for sig in ("upstream_error_ratio", "probe_failures", "terminated_error", "exit_code"):
+        f.series[_key(sig, {"instance": "vllm-8"})][: f.idx("43m")] = np.nan
+    for sig in ("probe_failures", "terminated_error", "exit_code"):
+        end_at(f, sig, {"instance": "vllm-5"}, "40m")
+    f.set("upstream_error_ratio", "40m", 0.985, replicas=["vllm-5"])
+    f.add_fleet("error_ratio", 0.002)
+    err = f.series[_key("error_ratio", {})]
+    err[f.idx("40m") : f.idx("43m")] = 0.125
+    err[f.idx("43m") :] = 0.111
+    f.set("gateway_latency_p99_seconds", "40m", 5.2)
+    live = [n for n in f.names if n != "vllm-5"]
+    for sig in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        f.step(sig, "43m", factor=8 / 9, replicas=live)
+    f.write(
+        out(f),
+        None,
+        at="190m",
+        alert=alert("LLMGatewayErrorRateHigh", team="platform"),
+        expect={"cause": "stale_backend", **FORBID},
+    )
+
+
+@incident
+def replica_down_router_follows() -> None:
+    f = fleet(
+        "replica-down-node-lost-router-follows-10",
+        "A node failed at 45m taking vllm-2, vllm-3 and vllm-7 with it; their pods stay Pending. The "
+        "router drops the three within a minute (brief upstream errors on them, then 7 backends), so "
+        "the 7 survivors take 1.4x load: queues, KV and TTFT rise on them. The gateway's latency "
+        "follows the engines'; its own queue barely moves.",
+        replicas=10,
+        seed=229,
+        noise=1.2,
+    )
+    edge(f)
+    dead = f.who(2, 3, 7)
+    surv = [n for n in f.names if n not in dead]
+    at = "45m"
+    f.set("replicas_ready", "45m30s", 7)
+    f.set("backends_routed", "46m", 7)
+    for n in dead:
+        vanish(f, n, at)
+        end_at(f, "upstream_error_ratio", {"instance": n}, "46m")
+        f.series[_key("upstream_error_ratio", {"instance": n})][f.idx(at) : f.idx("46m")] = 0.9
+    f.add_fleet("error_ratio", 0.002)
+    f.series[_key("error_ratio", {})][f.idx(at) : f.idx("46m")] = 0.28
+    for sig in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        f.step(sig, at, factor=10 / 7, replicas=surv)
+    f.step("queue_waiting", at, to=9, replicas=surv, ramp="4m")
+    f.step("queue_time_p99_seconds", at, factor=6, replicas=surv, ramp="4m")
+    f.step("ttft_p99_seconds", at, factor=2.6, replicas=surv, ramp="4m")
+    f.step("ttft_p50_seconds", at, factor=1.7, replicas=surv, ramp="4m")
+    f.step("requests_running", at, factor=1.35, replicas=surv, ramp="3m")
+    f.step("kv_usage_ratio", at, to=0.86, replicas=surv, ramp="4m")
+    f.step("preemption_rate", "48m", to=0.1, replicas=surv, ramp="2m")
+    f.step("tpot_p99_seconds", at, factor=1.15, replicas=surv, ramp="4m")
+    f.step("gpu_util_ratio", at, to=0.9, replicas=surv, ramp="3m")
+    f.step("gateway_latency_p99_seconds", at, factor=2.5, ramp="4m")
+    f.step("gateway_queue", at, to=4, ramp="4m")
+    f.step("gateway_inflight", at, factor=7 * (22 * 1.35 + 9) / (10 * 22.8), ramp="4m")
+    f.write(out(f), "ttft_slow", at="62m", expect={"cause": "replica_down", **FORBID})
+
+
+@incident
+def rate_limit_double_count() -> None:
+    f = fleet(
+        "rate-limit-counts-twice-429-at-half-quota-20",
+        "A gateway release at 40m registered its per-tenant limiter in two hooks, so every request is "
+        "counted twice: tenants above half their quota get 429s (28% of requests) at the demand the "
+        "gateway admitted all morning. Engines lighter than before: queue, KV and TTFT at or below "
+        "baseline. No GPU metrics; the gateway exports no in-flight gauge.",
+        replicas=20,
+        seed=230,
+        gpu_signals=False,
+        noise=1.3,
+    )
+    edge(f, inflight=False)
+    f.add_fleet("request_rate", 20 * 4.0)  # arrivals at the gateway, 429s included
+    at = "40m"
+    step_key(f, "rejected_ratio", {}, at, 280, ramp="1m")
+    step_key(f, "request_rate", {}, "41m", 1.06, ramp="3m")  # clients retry some 429s
+    for sig in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        f.step(sig, at, factor=0.72, ramp="1m", replicas=f.names)
+    f.step("requests_running", at, factor=0.75, ramp="2m")
+    f.step("kv_usage_ratio", at, to=0.41, ramp="3m")
+    f.step("queue_waiting", at, to=0.5, ramp="2m")
+    f.step("ttft_p99_seconds", at, factor=0.93, ramp="2m")
+    f.write(out(f), "rejected", at="65m", expect={"cause": "rate_limit_misconfigured", **FORBID})
+
+
+@incident
+def traffic_burst_gateway_queue_429() -> None:
+    f = fleet(
+        "traffic-burst-load-test-gateway-queue-429-16",
+        "A tenant pointed a load test at production at 50m: arrivals 2.3x within two minutes. Engine "
+        "queues grow at once on all 16 replicas, KV 0.96 with preemptions, TTFT 4x; the gateway's "
+        "flow-control queue fills and from 52m it returns 429s (12%).",
+        replicas=16,
+        seed=231,
+        noise=1.2,
+    )
+    edge(f)
+    for t in ("search", "assist", "loadtest-team"):
+        add(f, "prompt_tokens_rate", {"tenant": t}, 16 * 4800 / 3)
+    f.add_fleet("request_rate", 16 * 4.0)
+    at = "50m"
+    step_key(f, "prompt_tokens_rate", {"tenant": "loadtest-team"}, at, 4.9, ramp="2m")
+    step_key(f, "request_rate", {}, at, 2.3, ramp="2m")
+    for sig in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        f.step(sig, at, factor=2.0, ramp="2m", replicas=f.names)
+    f.step("requests_running", at, factor=1.7, ramp="2m")
+    f.step("queue_waiting", at, to=20, ramp="2m")
+    f.step("queue_time_p99_seconds", at, factor=15, ramp="2m")
+    f.step("kv_usage_ratio", at, to=0.96, ramp="3m")
+    f.step("preemption_rate", "52m", to=0.6, ramp="2m")
+    f.step("ttft_p99_seconds", at, factor=4.0, ramp="2m")
+    f.step("ttft_p50_seconds", at, factor=2.5, ramp="2m")
+    f.step("tpot_p99_seconds", at, factor=1.4, ramp="3m")
+    f.step("gpu_util_ratio", at, to=0.95, ramp="2m")
+    f.step("gateway_queue", "51m", to=300, ramp="2m")
+    f.step("gateway_latency_p99_seconds", at, factor=5.0, ramp="2m")
+    f.step("gateway_inflight", at, factor=16 * (22 * 1.7 + 20) / (16 * 22.8), ramp="2m")
+    step_key(f, "rejected_ratio", {}, "52m", 120, ramp="2m")
+    f.write(out(f), "rejected", at="68m", expect={"cause": "traffic_burst", **FORBID})
 
 
 # --- no incident ------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Written by an outside engineer from VOCABULARY.md, DESIGN.md and tools/synth.py 
 to probe situations the playbooks' authors may not have planned for: early diagnosis,
 short baselines, long diurnal fixtures, majorities of replicas affected, 1 of 64, pods
 replaced mid-incident, fleet-only and replica-only series, coarse intervals and gaps,
-missing key signals, causes hidden behind their mechanisms, and two non-incidents.
+missing key signals, causes hidden behind their mechanisms, and two non-incidents; and probes
+and the gateway seen next to OOM kills, rollouts and a true capacity shortage.
 Seeded: rerunning rewrites identical files.
 """
 
@@ -805,6 +806,256 @@ def rollout_early() -> None:
         f.step("prefix_hit_ratio", f"{t0 + 90}s", to=0.2, replicas=[name], ramp="15s")
         f.step("prefix_hit_ratio", f"{t0 + 105}s", to=0.62, replicas=[name], ramp="6m")
     write(f, None, "18m", "rollout_disruption", alert("LLMErrorRateHigh", "5xx ratio above 2% for 2m"))
+
+
+# --- the edge: gateway, router, kubelet probes --------------------------------------------
+EDGE_FLAGS = {"backends_routed", "probe_failures", "terminated_error", "exit_code"}
+EDGE_COUNTS = {"gateway_queue", "gateway_inflight"}
+# Series that go on while an engine is down: the kubelet's, the gateway's and the info series.
+NOT_ENGINE = {"restarts", "oom_killed", "build_info", "config_info", "upstream_error_ratio"} | EDGE_FLAGS
+
+
+class EdgeFleet(Fleet):
+    """A Fleet with the edge's series too. tools/synth.py has no healthy values or noise for them:
+    event counts and codes are written as they are, gateway counts get Poisson noise, the gateway's
+    latency and upstream error ratio relative noise."""
+
+    def _noisy(self, signal: str, values: np.ndarray) -> np.ndarray:
+        out = values.copy()
+        finite = np.isfinite(out)
+        if signal in EDGE_FLAGS:
+            return out
+        if signal in EDGE_COUNTS:
+            out[finite] = self.rng.poisson(np.clip(out[finite], 0, None)).astype(float)
+            return out
+        if signal == "gateway_latency_p99_seconds":
+            out[finite] = np.clip(out[finite] * (1 + self.rng.normal(0, 0.07, finite.sum())), 0, None)
+            return out
+        if signal == "upstream_error_ratio":
+            out[finite] = np.clip(out[finite] * (1 + self.rng.normal(0, 0.35, finite.sum())), 0, 1)
+            return out
+        return super()._noisy(signal, values)
+
+
+def fleet_view(f: Fleet, signal: str, how: str) -> np.ndarray:
+    """The replicas' noise-free values combined (max or sum), as a gateway in front would see them."""
+    rows = [np.where(np.isfinite(f.series[k]), f.series[k], np.nan) for k in f.keys(signal)]
+    mat = np.vstack(rows)
+    return np.nanmax(mat, axis=0) if how == "max" else np.nansum(mat, axis=0)
+
+
+def with_edge(f: Fleet, inflight: bool = True, probes: bool = True) -> None:
+    """Call after shaping the engines: a healthy gateway follows them. Its latency is the slowest
+    engine's TTFT plus routing, it holds what the engines hold as in flight, routes to the ready
+    replicas, and fails almost nothing upstream; the kubelet's probes pass."""
+    f.add_fleet("gateway_latency_p99_seconds", 0.0)
+    f.series[_key("gateway_latency_p99_seconds", {})] = 1.1 * fleet_view(f, "ttft_p99_seconds", "max") + 0.06
+    f.add_fleet("gateway_queue", 0.8)
+    if inflight:
+        held = fleet_view(f, "requests_running", "sum") + fleet_view(f, "queue_waiting", "sum")
+        f.series[_key("gateway_inflight", {})] = held
+    f.series[_key("backends_routed", {})] = f.series[_key("replicas_ready", {})].copy()
+    for name in f.names:
+        f.series[_key("upstream_error_ratio", {"instance": name})] = np.full(f.n, 0.001)
+        if probes:
+            for s in ("probe_failures", "terminated_error", "exit_code"):
+                f.series[_key(s, {"instance": name})] = np.zeros(f.n)
+
+
+def windowed(f: Fleet, events: list[float], window: float = 300.0) -> np.ndarray:
+    """A windowed count (restarts, probe failures) from event times in seconds: events in (t-w, t]."""
+    ev = np.sort(np.asarray(events, dtype=float))
+    t = times(f)
+    return (np.searchsorted(ev, t, side="right") - np.searchsorted(ev, t - window, side="right")).astype(
+        float
+    )
+
+
+def since(f: Fleet, t0: float, value: float) -> np.ndarray:
+    """`value` from second `t0` on (a last termination's reason or code), 0 before."""
+    return np.where(times(f) >= t0, value, 0.0)
+
+
+def engine_gap(f: Fleet, name: str, t0: float, t1: float) -> None:
+    """The engine's /metrics is down from t0 to t1 (seconds): loading, or killed; kube still reports."""
+    i0, i1 = f.idx(t0), f.idx(t1)
+    for key in list(f.series):
+        labels = dict(key[1])
+        if labels.get("instance") == name and "gpu" not in labels and key[0] not in NOT_ENGINE:
+            f.series[key][i0:i1] = np.nan
+
+
+def put(f: Fleet, signal: str, name: str, arr: np.ndarray) -> None:
+    f.series[_key(signal, {"instance": name})] = np.asarray(arr, dtype=float)
+
+
+@incident
+def probe_loop_cold_weights() -> None:
+    f = EdgeFleet(
+        "hard-probe-loop-cold-weight-cache",
+        "A node drain at 30m moved vllm-1, vllm-4 and vllm-6 to a node whose local model cache is "
+        "empty: weights now stream from object storage (~6 min), but the liveness probe (initial delay "
+        "120 s, period 10 s, 3 failures) kills each container at ~145 s. Probe failures come before "
+        "every restart; termination reason Error, exit 137, no OOM kill, no version change. Ready 5/8; "
+        "the five survivors queue. Diagnosed at 52m.",
+        replicas=8,
+        duration="70m",
+        seed=122,
+    )
+    loop = f.who(1, 4, 6)
+    surv = [n for n in f.names if n not in loop]
+    end = f.n * f.step_s
+    cycles: dict[str, tuple[list[float], list[float]]] = {}
+    for k, name in enumerate(loop):
+        start, backoff = 30 * 60 + 40 + 10 * k, 10.0
+        fails: list[float] = []
+        kills: list[float] = []
+        while start < end:
+            fails += [start + 120 + 10 * j for j in range(3)]
+            kills.append(start + 145)
+            start = kills[-1] + backoff
+            backoff = min(2 * backoff, 300.0)
+        cycles[name] = (fails, kills)
+        engine_gap(f, name, 30 * 60, end)
+        f.set("gpu_util_ratio", "30m", 0.03, [name])
+        f.set("gpu_memory_used_ratio", "30m", 0.0, [name])
+        f.set("gpu_power_watts", "30m", 90.0, [name])
+        put(f, "restarts", name, windowed(f, kills))
+    f.set("replicas_ready", "30m", 5.0)
+    latency(
+        f,
+        "30m",
+        surv,
+        ramp="2m",
+        rate=1.6,
+        run=1.4,
+        kv=1.55,
+        qw=9.0,
+        qt=6.0,
+        ttft=2.4,
+        ttft50=1.7,
+        tpot=1.15,
+        e2e=1.3,
+        util=1.25,
+    )
+    with_edge(f)
+    for name, (fails, kills) in cycles.items():
+        put(f, "probe_failures", name, windowed(f, fails))
+        put(f, "terminated_error", name, since(f, kills[0], 1.0))
+        put(f, "exit_code", name, since(f, kills[0], 137.0))
+    write(f, None, "52m", "probe_restart_loop", alert("LLMTTFTP99High", "TTFT P99 above 1s for 5m"))
+
+
+@incident
+def oom_then_readiness_warmup() -> None:
+    f = EdgeFleet(
+        "hard-oom-kills-readiness-fails-while-reloading",
+        "Image-heavy requests from one client push engine memory on vllm-3 and vllm-9 to 0.986 from "
+        "38m; vllm-3 is OOM-killed at 42m and 54m, vllm-9 at 47m (exit 137, reason OOMKilled). Each "
+        "restarted container fails its readiness probe for ~2 min while it reloads weights: the probe "
+        "failures come after the restarts, not before. Ready dips to 11/12. Diagnosed at 60m.",
+        replicas=12,
+        duration="70m",
+        seed=123,
+    )
+    victims = {"vllm-3": [42 * 60, 54 * 60], "vllm-9": [47 * 60]}
+    f.step("prompt_tokens_p95", "38m", factor=1.25, ramp="3m")
+    warmups: dict[str, list[float]] = {}
+    for name, kills in victims.items():
+        f.step("gpu_memory_used_ratio", "38m", to=0.986, replicas=[name], ramp="4m")
+        put(f, "restarts", name, windowed(f, kills))
+        put(f, "oom_killed", name, since(f, kills[0], 1.0))
+        warmups[name] = []
+        for t in kills:
+            f.set("error_ratio", f"{t - 45}s", 0.3, [name], until=f"{t}s")
+            engine_gap(f, name, t, t + 150)
+            f.set("gpu_memory_used_ratio", f"{t}s", 0.2, [name], until=f"{t + 90}s")
+            f.set("gpu_memory_used_ratio", f"{t + 90}s", 0.91, [name], until=f"{t + 150}s")
+            f.set("gpu_util_ratio", f"{t}s", 0.05, [name], until=f"{t + 150}s")
+            f.set("replicas_ready", f"{t}s", 11.0, until=f"{t + 150}s")
+            warmups[name] += [t + 15 + 10 * j for j in range(14)]
+    with_edge(f)
+    for name, kills in victims.items():
+        put(f, "probe_failures", name, windowed(f, warmups[name]))
+        put(f, "exit_code", name, since(f, kills[0], 137.0))
+    write(f, "errors", "60m", "engine_oom")
+
+
+@incident
+def rollout_readiness_warmup() -> None:
+    f = EdgeFleet(
+        "hard-rollout-readiness-probes-during-warmup",
+        "An engine upgrade 0.11.0 -> 0.11.2 replaces one of 8 replicas every 3 minutes from 30m "
+        "(maxUnavailable 1). Each old container aborts its streams at shutdown (clean exit); each new "
+        "one fails readiness for ~2 min while it loads and is then ready. Ready 7/8 during each step. "
+        "Diagnosed at 50m, seven replicas in.",
+        replicas=8,
+        duration="65m",
+        seed=124,
+    )
+    warmups: dict[str, list[float]] = {}
+    for i, name in enumerate(f.names):
+        t0 = 30 * 60 + 180 * i
+        f.set("error_ratio", f"{t0 - 30}s", 0.25, [name], until=f"{t0}s")
+        f.set("truncated_ratio", f"{t0 - 30}s", 0.12, [name], until=f"{t0}s")
+        f.pulse("restarts", f"{t0}s", 1.0, "5m", [name])
+        f.relabel("build_info", f"{t0}s", {"engine_version": "0.11.2"}, [name])
+        engine_gap(f, name, t0, t0 + 120)
+        f.set("gpu_util_ratio", f"{t0}s", 0.05, [name], until=f"{t0 + 120}s")
+        f.set("replicas_ready", f"{t0}s", 7.0, until=f"{t0 + 120}s")
+        f.step("prefix_hit_ratio", f"{t0 + 120}s", to=0.2, replicas=[name], ramp="15s")
+        f.step("prefix_hit_ratio", f"{t0 + 135}s", to=0.62, replicas=[name], ramp="6m")
+        others = [n for n in f.names if n != name]
+        for key in f.keys("ttft_p99_seconds", others) + f.keys("queue_waiting", others):
+            f.series[key][f.idx(f"{t0}s") : f.idx(f"{t0 + 120}s")] *= 1.3
+        warmups[name] = [t0 + 10 + 10 * j for j in range(11)]
+    with_edge(f)
+    for name, fails in warmups.items():
+        put(f, "probe_failures", name, windowed(f, fails))
+    write(f, None, "50m", "rollout_disruption", alert("LLMErrorRateHigh", "5xx ratio above 2% for 2m"))
+
+
+@incident
+def capacity_gateway_tracks_engines() -> None:
+    f = EdgeFleet(
+        "hard-capacity-ramp-gateway-latency-tracks-engines",
+        "3h at 30s: a new integration grows demand x1.7 linearly from 20m to 2h40m on 10 replicas; "
+        "every engine saturates evenly in the last 40 minutes (queues, TTFT, KV 0.85). The gateway's "
+        "P99 latency alert fires, but its latency is the engines' TTFT plus routing, its own queue "
+        "stays near empty and its in-flight count equals what the engines hold. Diagnosed at 2h50m.",
+        replicas=10,
+        duration="3h",
+        interval="30s",
+        seed=125,
+    )
+    load = 1 + 0.7 * np.clip((times(f) - 20 * 60) / (140 * 60), 0, 1)
+    sat = np.clip((load - 1.45) / 0.25, 0, 1)
+    for s in ("request_rate", "prompt_tokens_rate", "generation_tokens_rate"):
+        mult(f, s, load)
+    mult(f, "requests_running", np.minimum(load, 1.6))
+    mult(f, "kv_usage_ratio", np.minimum(load, 1.65))
+    mult(f, "gpu_util_ratio", np.minimum(load, 1.33))
+    for key in f.keys("queue_waiting"):
+        f.series[key] = f.series[key] * load + 18 * sat**2
+    for key in f.keys("queue_time_p99_seconds"):
+        f.series[key] = f.series[key] * load + 2.5 * sat**2
+    for key in f.keys("ttft_p99_seconds"):
+        f.series[key] = f.series[key] * (1 + 0.3 * (load - 1)) + 2.8 * sat**2
+    for key in f.keys("ttft_p50_seconds"):
+        f.series[key] = f.series[key] * (1 + 0.3 * (load - 1)) + 0.9 * sat**2
+    for s in ("tpot_p99_seconds", "tpot_p50_seconds"):
+        mult(f, s, 1 + 0.3 * (load - 1))
+    for key in f.keys("e2e_p99_seconds"):
+        f.series[key] = f.series[key] * (1 + 0.2 * (load - 1)) + 3.0 * sat**2
+    assign(f, "rejected_ratio", 0.001 + 0.02 * sat**2)
+    with_edge(f)
+    write(
+        f,
+        None,
+        "2h50m",
+        "capacity_shortage",
+        alert("LLMGatewayLatencyP99High", "gateway P99 latency above 2s for 10m"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

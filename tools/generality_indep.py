@@ -2,8 +2,8 @@
 
 AR(1)-correlated noise (which inflates change-point statistics the way real series do),
 a 70B-model fleet and a small-model SGLang-like fleet with their own baselines, values to
-three significant digits. `python -m tools.generality_indep [--out DIR]` writes twelve
-incidents (default bench/indep/).
+three significant digits. `python -m tools.generality_indep [--out DIR]` writes sixteen
+incidents (default bench/indep/), four of them at the edge (gateway, router, probes).
 """
 
 import os
@@ -144,7 +144,36 @@ class Gen:
         self.R, self.F, self.Ten = R, F, T
         self.builds = [({}, 0.0, None)]  # (label overrides, from, to) fleet-level
         self.per_inst_build = None
+        self.E = None  # the edge's series, once edge() is called
+        self.drop = set()  # "kube": no kube-state-metrics series
         return R, F
+
+    def edge(self, inflight=True):
+        """The gateway/router in front and the kubelet's probes, healthy: call after shaping the
+        engines. Latency is the slowest engine's TTFT plus routing; in flight is what the engines
+        hold; it routes to the ready replicas; probes pass."""
+        reps = list(self.R.values())
+        ttft = np.nanmax([np.where(r["alive"], r["ttft"], np.nan) for r in reps], axis=0)
+        held = np.sum([np.where(r["alive"], r["running"] + r["qwait"], 0) for r in reps], axis=0)
+        E = dict(
+            lat=(1.1 * ttft + 0.05) * (1 + self.ar(0.04)),
+            queue=np.round(np.abs(self.noisy(0.6, 0.6))),
+            inflight=np.round(held * (1 + self.ar(0.02))) if inflight else None,
+            routed=self.F["ready"].copy(),
+            up={i: np.abs(self.noisy(0.0015, 0.4)) for i in self.inst},
+            probes={i: np.zeros(self.T) for i in self.inst},
+            term={i: np.zeros(self.T) for i in self.inst},
+            exit={i: np.zeros(self.T) for i in self.inst},
+        )
+        self.E = E
+        return E
+
+    def window(self, events, minutes=5.0):
+        """A windowed count (restarts, probe failures): events (minutes) in (t - w, t]."""
+        ev = np.sort(np.asarray(events, float))
+        hi = np.searchsorted(ev, self.t, side="right")
+        lo = np.searchsorted(ev, self.t - minutes, side="right")
+        return (hi - lo).astype(float)
 
     # ---------- rendering ----------
     @staticmethod
@@ -196,22 +225,26 @@ class Gen:
                 a = r[key] if fn is None else fn(r[key])
                 S.append({"series": f'{sig}{{instance="{inst}"}}', "values": self.vals(a, r["alive"])})
             # kube-level per instance: present even when engine is down
-            S.append({"series": f'restarts{{instance="{inst}"}}', "values": self.vals(r["restarts"])})
-            S.append({"series": f'oom_killed{{instance="{inst}"}}', "values": self.vals(r["oom"])})
+            if "kube" not in self.drop:
+                S.append({"series": f'restarts{{instance="{inst}"}}', "values": self.vals(r["restarts"])})
+                S.append({"series": f'oom_killed{{instance="{inst}"}}', "values": self.vals(r["oom"])})
             for g, x in enumerate(r["xid"]):
                 S.append({"series": f'gpu_xid{{instance="{inst}",gpu="{g}"}}', "values": self.vals(x)})
         # fleet-level
         np.array([r["alive"] for r in self.R.values()])
         rate = np.sum([np.where(r["alive"], r["rate"], 0) for r in self.R.values()], axis=0)
         F = self.F
+        if "rate" in F:  # the gateway counts arrivals, not only what reached the engines
+            rate = F["rate"]
         S.append({"series": "request_rate", "values": self.vals(rate)})
         S.append({"series": "error_ratio", "values": self.vals(np.clip(F["err"], 0, 1))})
         S.append({"series": "timeout_ratio", "values": self.vals(np.clip(F["tmo"], 0, 1))})
         S.append({"series": "rejected_ratio", "values": self.vals(np.clip(F["rej"], 0, 1))})
         S.append({"series": "truncated_ratio", "values": self.vals(np.clip(F["trunc"], 0, 1))})
         S.append({"series": "fallback_ratio", "values": self.vals(F["fallback"])})
-        S.append({"series": "replicas_ready", "values": self.vals(F["ready"])})
-        S.append({"series": "replicas_desired", "values": self.vals(F["desired"])})
+        if "kube" not in self.drop:
+            S.append({"series": "replicas_ready", "values": self.vals(F["ready"])})
+            S.append({"series": "replicas_desired", "values": self.vals(F["desired"])})
         ptr = np.sum([np.where(r["alive"], r["rate"], 0) * r["ptok"] * 0.45 for r in self.R.values()], axis=0)
         gtr = np.sum([np.where(r["alive"], r["rate"], 0) * r["otok"] * 0.4 for r in self.R.values()], axis=0)
         for tn, d in self.Ten.items():
@@ -265,6 +298,30 @@ class Gen:
                 "values": self.vals(np.ones(self.T)),
             }
         )
+        if self.E is not None:
+            S += self.edge_series()
+        return S
+
+    def edge_series(self):
+        E = self.E
+        S = [
+            {"series": "gateway_latency_p99_seconds", "values": self.vals(E["lat"])},
+            {"series": "gateway_queue", "values": self.vals(E["queue"])},
+        ]
+        if E["inflight"] is not None:
+            S.append({"series": "gateway_inflight", "values": self.vals(E["inflight"])})
+        S.append({"series": "backends_routed", "values": self.vals(E["routed"])})
+        for inst in self.inst:
+            up = np.clip(E["up"][inst], 0, 1)
+            S.append({"series": f'upstream_error_ratio{{instance="{inst}"}}', "values": self.vals(up)})
+        if "kube" not in self.drop:
+            for inst in self.inst:
+                for sig, key in (
+                    ("probe_failures", "probes"),
+                    ("terminated_error", "term"),
+                    ("exit_code", "exit"),
+                ):
+                    S.append({"series": f'{sig}{{instance="{inst}"}}', "values": self.vals(E[key][inst])})
         return S
 
     def write(self, name, desc, at, expect, symptom=None, alert=None):
@@ -591,8 +648,184 @@ def none():
     )
 
 
+def gateway_bottleneck():
+    g = Gen(13, "sgl", 8, 75, 15)
+    R, F = g.baseline()
+    g.drop.add("kube")
+    F["rate"] = np.sum([r["rate"] for r in R.values()], axis=0)  # arrivals at the router, unchanged
+    p = g.prof(45, 3)
+    for r in R.values():
+        r["rate"] *= 1 - 0.65 * p
+        r["running"] *= 1 - 0.7 * p
+        r["qwait"] *= 1 - 0.5 * p
+        r["qtime"] *= 1 - 0.4 * p
+        r["kv"] = r["kv"] * (1 - p) + p * np.abs(g.noisy(0.012, 0.3))
+        r["gpu_util"] = r["gpu_util"] * (1 - p) + p * g.noisy(0.1, 0.1)
+        r["ttft"] *= 1 - 0.1 * p
+        r["ttft50"] *= 1 - 0.1 * p
+    F["tmo"] += 0.1 * g.prof(46, 4) * g.noisy(1, 0.1)
+    E = g.edge(inflight=False)
+    q, s = g.prof(45, 6), g.prof(45, 4)
+    E["queue"] = np.round(E["queue"] + 1270 * q * g.noisy(1, 0.04))
+    E["lat"] = E["lat"] * (1 - s) + s * np.minimum(g.noisy(30, 0.03), 30)
+    g.write(
+        "indep-gateway-bottleneck-single-router-sgl",
+        "SGLang small, 8 replicas behind one router pod: from 45m the router stalls ~1,270 streams in "
+        "its queue, its P99 hits the 30 s client timeout, ~10% of requests time out; engines nearly "
+        "idle (KV ~1%, queue <= 9 fleet-wide, engine TTFT at baseline). No kube series, no in-flight gauge",
+        60,
+        EXP("gateway_bottleneck"),
+        symptom="ttft_slow",
+    )
+
+
+def stale_backend():
+    g = Gen(14, "70b", 10, 90, 15)
+    R, F = g.baseline()
+    ejected = ["vllm-2", "vllm-5", "vllm-8"]
+    p = g.prof(40, 1)
+    blip = (g.t >= 40) & (g.t < 40.5)
+    idle = g.t >= 41.5  # no requests: the latency quantiles have nothing to report
+    for i, r in R.items():
+        if i in ejected:
+            r["rate"] = r["rate"] * (1 - p) + p * np.abs(g.noisy(0.01, 0.3))
+            r["running"] *= 1 - p
+            r["qwait"] *= 1 - p
+            r["kv"] = r["kv"] * (1 - p) + p * np.abs(g.noisy(0.004, 0.3))
+            r["gpu_util"] = r["gpu_util"] * (1 - p) + p * np.abs(g.noisy(0.01, 0.3))
+            for k in ("ttft", "ttft50", "tpot", "tpot50", "qtime", "prefill", "ptok", "otok", "hit", "longr"):
+                r[k] = np.where(idle, np.nan, r[k])
+        else:
+            r["rate"] *= 1 + 3 / 7 * p
+            r["running"] *= 1 + 0.35 * p
+            r["qwait"] += 10 * p * g.noisy(1, 0.2)
+            r["qtime"] *= 1 + 5 * p
+            r["ttft"] *= 1 + 1.6 * p
+            r["ttft50"] *= 1 + 0.8 * p
+            r["tpot"] *= 1 + 0.3 * p
+            r["kv"] = r["kv"] + (0.93 - r["kv"]) * p
+            r["preempt"] += 0.4 * g.prof(43, 2) * g.noisy(1, 0.3)
+            r["gpu_util"] = r["gpu_util"] + (0.93 - r["gpu_util"]) * p
+    F["err"] += 0.2 * blip
+    E = g.edge()
+    E["routed"] = np.where(g.t >= 40.25, 7.0, 10.0)
+    for i in ejected:
+        E["up"][i] = np.where(blip, 0.7, np.where(g.t >= 40.5, np.nan, E["up"][i]))
+    g.write(
+        "indep-stale-backend-breakers-left-open-70b",
+        "70B, 10/10 ready: a 20 s network blip at 40m trips the router's outlier ejection for vllm-2, "
+        "vllm-5 and vllm-8 and it never lets them back (routed 7 of 10 ready). The three sit idle and "
+        "healthy; the other seven take 1.4x load: queue ~10, KV 0.93, TTFT x2.6",
+        70,
+        EXP("stale_backend"),
+        symptom="ttft_slow",
+    )
+
+
+def probe_restart_loop():
+    g = Gen(15, "sgl", 6, 80, 15)
+    R, F = g.baseline()
+    loop = {"sglang-0": 40.0, "sglang-2": 41.5, "sglang-3": 43.0, "sglang-5": 44.0}
+    down = np.zeros(g.T)
+    kills_all = []
+    events = {}
+    for i, t0 in loop.items():
+        r = R[i]
+        fails, kills = [], []
+        stalled = np.zeros(g.T, bool)
+        loading = np.zeros(g.T, bool)
+        t = t0
+        while t < g.t[-1]:
+            # a kernel compile blocks the scheduler; /health stops answering; 3 x 10 s liveness failures
+            fails += [t + 0.1 + j / 6 for j in range(3)]
+            kill = t + 0.6
+            kills.append(kill)
+            stalled |= (g.t >= t) & (g.t < kill)
+            up = kill + 1.5  # restart, load weights, capture graphs: the compiled kernels are lost
+            loading |= (g.t >= kill) & (g.t < up)
+            t = up + 1.2  # serves until a batch of an uncompiled size arrives again
+        r["alive"] &= ~(stalled | loading)
+        r["restarts"] = g.window(kills)
+        serving = g.prof(t0, 0.5)
+        r["qwait"] += 3 * serving * g.noisy(1, 0.3)
+        r["ttft"] *= 1 + 1.2 * serving
+        down += stalled | loading
+        kills_all += kills
+        events[i] = (fails, kills)
+    F["ready"] = 6 - down
+    F["err"] += 0.06 * g.window(kills_all, 1.0) * g.noisy(1, 0.2)
+    F["tmo"] += 0.01 * down * g.noisy(1, 0.2)
+    p = g.prof(40, 2)
+    for i in ("sglang-1", "sglang-4"):
+        r = R[i]
+        r["rate"] *= 1 + 0.9 * p
+        r["running"] *= 1 + 0.6 * p
+        r["qwait"] += 8 * p * g.noisy(1, 0.2)
+        r["qtime"] *= 1 + 6 * p
+        r["ttft"] *= 1 + 2 * p
+        r["kv"] = r["kv"] + (0.78 - r["kv"]) * p
+        r["gpu_util"] = r["gpu_util"] + (0.9 - r["gpu_util"]) * p
+    for r in R.values():
+        r["rate"] *= 1 + 0.1 * g.prof(38, 4)  # the afternoon peak
+    E = g.edge()
+    for i, (fails, kills) in events.items():
+        E["probes"][i] = g.window(fails)
+        E["term"][i] = (g.t >= kills[0]).astype(float)
+        E["exit"][i] = 137.0 * (g.t >= kills[0])
+    g.write(
+        "indep-probe-restart-loop-jit-stall-sgl",
+        "SGLang small, 6 replicas: from 40m the afternoon peak brings batch sizes whose kernels were "
+        "never compiled; a replica's scheduler blocks ~35 s compiling, /health stops answering and "
+        "the liveness probe kills it (reason Error, exit 137, no OOM, no version change); the new "
+        "container lost its compiled kernels and stalls again. 4 of 6 loop; ready 2-6 of 6",
+        65,
+        EXP("probe_restart_loop"),
+        symptom="errors",
+    )
+
+
+def rate_limit_inflight_drift():
+    g = Gen(16, "70b", 2, 120, 30)
+    R, F = g.baseline()
+    for r in R.values():
+        r["running"] *= 13 / 24  # the gateway caps the fleet at ~28 in flight
+    F["rate"] = np.sum([r["rate"] for r in R.values()], axis=0) / 0.94
+    F["rej"] = 0.06 * g.noisy(1, 0.15)  # the batch tenant is held at its limit
+    d = g.prof(40, 50)  # the gateway's in-flight count drifts down from 40m to 90m
+    full = np.clip(1.6 * d, 0, 1)
+    sat = np.clip((d - 0.4) / 0.6, 0, 1)
+    for r in R.values():
+        r["rate"] *= 1 + 0.06 * d
+        r["running"] = r["running"] + (256 - r["running"]) * full * g.noisy(1, 0.02)
+        r["qwait"] += 240 * sat**1.5 * g.noisy(1, 0.1)
+        r["kv"] = r["kv"] + (np.clip(g.noisy(0.99, 0.004), 0, 0.999) - r["kv"]) * np.clip(2 * d, 0, 1)
+        r["preempt"] += 4 * sat * g.noisy(1, 0.2)
+        r["qtime"] *= 1 + 400 * sat
+        r["ttft"] *= 1 + 60 * sat
+        r["ttft50"] *= 1 + 40 * sat
+        r["tpot"] *= 1 + 1.5 * full
+        r["tpot50"] *= 1 + 1.2 * full
+        r["gpu_util"] = r["gpu_util"] + (0.97 - r["gpu_util"]) * full
+    F["rej"] *= 1 - np.clip(3 * d, 0, 1)
+    F["tmo"] += 0.15 * sat * g.noisy(1, 0.1)
+    E = g.edge()
+    E["inflight"] = np.round(E["inflight"] * (1 - d * (0.5 + 0.1 * np.sin(g.t / 3))))
+    E["queue"] = np.round(np.abs(g.noisy(40, 0.2)) * (1 - np.clip(3 * d, 0, 1)))
+    E["lat"] = E["lat"] + 2.0 * (1 - np.clip(3 * d, 0, 1))  # the held requests waited at the gateway
+    g.write(
+        "indep-rate-limit-inflight-undercount-70b",
+        "70B, 2 replicas behind a gateway that caps in-flight requests (~28). From 40m a gateway "
+        "update decrements its count when a stream's first byte is sent; the count drifts to 40-60% "
+        "of what the engines hold, 429s stop, its queue drains, and the engines' running+waiting grows "
+        "from ~28 to ~1,000: KV pinned, preemptions, TTFT x60. Arrivals steady",
+        100,
+        EXP("rate_limit_misconfigured"),
+        alert="VLLMNumRequestsWaitingHigh",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write the twelve incidents, into `--out DIR` when given."""
+    """Write the sixteen incidents, into `--out DIR` when given."""
     global OUT
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--out"] and len(args) == 2:
@@ -614,9 +847,13 @@ def main(argv: list[str] | None = None) -> int:
         price_change,
         version_change,
         none,
+        gateway_bottleneck,
+        stale_backend,
+        probe_restart_loop,
+        rate_limit_inflight_drift,
     ):
         fn()
-    print("wrote 12 fixtures to", OUT)
+    print("wrote 16 fixtures to", OUT)
     return 0
 
 
