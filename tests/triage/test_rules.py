@@ -185,7 +185,9 @@ def test_every_alert_names_a_vocabulary_symptom_and_a_severity(
     assert set(alerts) == {
         "TTFTP99High",
         "TPOTP99High",
+        "GatewayLatencyP99High",
         "ErrorRatioHigh",
+        "UpstreamErrorRatioHigh",
         "RejectedRatioHigh",
         "QueueGrowing",
         "KVCacheNearFull",

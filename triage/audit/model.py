@@ -64,7 +64,9 @@ class AuditSettings:
     zero"; a prompt is long from 8,192 tokens (vLLM's default max_num_batched_tokens in
     V1 online serving), and long prompts are common from 5% of requests. A replica's
     capacity at SLO may be extrapolated from its KV use up to `kv_ceiling`, by at most
-    `max_extrapolation` times what it was seen to serve.
+    `max_extrapolation` times what it was seen to serve. Overload reached the engines when
+    their waiting queue held at `queue_overload_min` or more, and above their running batch
+    (more waiting than being served), for `overload_for` seconds.
     """
 
     lookback: float = DEFAULT_LOOKBACK
@@ -78,6 +80,8 @@ class AuditSettings:
     kv_ceiling: float = 0.9
     max_extrapolation: float = 1.5
     redundancy: int = 1
+    queue_overload_min: float = 10.0
+    overload_for: float = 300.0
 
     @classmethod
     def from_slo(cls, slo: Slo, **overrides: Any) -> AuditSettings:

@@ -2,8 +2,9 @@
 
 The checks need a few instant reads the diagnosis never makes (the full label set of
 `vllm:cache_config_info`, request-length histograms over the whole window, the GPU node
-inventory, DCGM's per-GPU labels), and, to tell whether an alert covers a signal, every
-metric name any source of that signal reads.
+inventory, DCGM's per-GPU labels, what the gateway served, refused, limits and meters),
+and, to tell whether an alert covers a signal, every metric name any source of that
+signal reads.
 """
 
 from __future__ import annotations
@@ -67,9 +68,98 @@ def instant_queries(names: frozenset[str], options: QueryOptions, lookback: floa
         if gpu != engine:
             dcgm = [f'label_replace({n}, "{engine}", "$$1", "{gpu}", "(.+)")' for n in dcgm]
         templates["dcgm_gpus"] = f"group by ({', '.join(dict.fromkeys(labels))}) ({' or '.join(dcgm)})"
+    gateway = gateway_queries(names)
+    templates.update(gateway)
     window = replace(options, window=f"{max(1, round(lookback))}s")
     exporters = {"gpu_pod_nodes": "kube_pod", "gpu_nodes": "kube_pod", "dcgm_gpus": "gpu"}
+    exporters.update(dict.fromkeys(gateway, "gateway"))
     return {key: render(text, window, exporters.get(key, "engine")) for key, text in templates.items()}
+
+
+TENANT_LABELS: Final = ("team", "hashed_api_key", "user", "end_user")
+"""LiteLLM's labels that name who a request is for, by preference: its team, its API key, its user."""
+LITELLM_TOKENS: Final = (
+    "litellm_input_tokens_metric_total",
+    "litellm_output_tokens_metric_total",
+    "litellm_total_tokens_metric_total",
+)
+
+GATEWAY_QUERIES: Final[tuple[tuple[str, str, str], ...]] = tuple(
+    (key, metric, query.replace("METRIC", metric))
+    for key, metric, query in (
+        (
+            "gateway_requests:litellm",
+            "litellm_proxy_total_requests_metric_total",
+            "sum(increase(METRIC{$sel}[$window]))",
+        ),
+        ("gateway_requests:epp", "inference_objective_request_total", "sum(increase(METRIC{$sel}[$window]))"),
+        (
+            "gateway_requests:router",
+            "vllm:num_incoming_requests_total",
+            "sum(increase(METRIC{$sel}[$window]))",
+        ),
+        (
+            "gateway_refused:litellm",
+            "litellm_proxy_failed_requests_metric_total",
+            'sum(increase(METRIC{exception_status="429",$sel}[$window]))',
+        ),
+        # the EPP answers 429 for InferencePoolResourceExhausted (no capacity for a sheddable request)
+        (
+            "gateway_refused:epp",
+            "inference_objective_request_error_total",
+            'sum(increase(METRIC{error_code=~".*ResourceExhausted",$sel}[$window]))',
+        ),
+        (
+            "gateway_limits:key",
+            "litellm_api_key_rate_limit_allowed_metric",
+            "count by (rate_limit_type) (max_over_time(METRIC{$sel}[$window]) > 0)",
+        ),
+        (
+            "gateway_limits:team",
+            "litellm_team_rate_limit_allowed_metric",
+            "count by (rate_limit_type) (max_over_time(METRIC{$sel}[$window]) > 0)",
+        ),
+        (
+            "gateway_limits:deployment",
+            "litellm_remaining_requests_metric",
+            "count(last_over_time(METRIC{$sel}[$window]))",
+        ),
+        (
+            "gateway_limits:flow_control",
+            "inference_extension_flow_control_queue_size",
+            "count(last_over_time(METRIC{$sel}[$window]))",
+        ),
+        (
+            "gateway_spend",
+            "litellm_spend_metric_total",
+            f"sum by ({', '.join(TENANT_LABELS)}) (increase(METRIC{{$sel}}[$window]))",
+        ),
+        (
+            "gateway_tokens:epp",
+            "inference_objective_input_tokens_sum",
+            "sum by (model_name) (increase(METRIC{$sel}[$window]))",
+        ),
+        (
+            "gateway_tokens:router",
+            "vllm:input_tokens_total",
+            'sum(increase(METRIC{server!="",$sel}[$window]))',
+        ),
+    )
+)
+"""What the gateway in front of a fleet shows (triage.audit.checks.gateway reads them): the
+requests it served and refused, the limits it exports, and the tokens and spend it meters."""
+
+
+def gateway_queries(names: frozenset[str]) -> dict[str, str]:
+    """The gateway's instant queries (templates) for the metrics that exist, scoped like the fleet."""
+    out = {key: query for key, metric, query in GATEWAY_QUERIES if metric in names}
+    tokens = [n for n in LITELLM_TOKENS if n in names]
+    if tokens:
+        selector = "|".join(tokens)
+        out["gateway_tokens"] = (
+            f'sum by ({", ".join(TENANT_LABELS)}) (increase({{__name__=~"{selector}",$sel}}[$window]))'
+        )
+    return out
 
 
 EXTRA_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -114,8 +204,11 @@ __all__ = [
     "DRIVER_LABELS",
     "ECC_METRICS",
     "EXTRA_METRICS",
+    "GATEWAY_QUERIES",
     "NODE_LABELS",
     "TARGET_NODE_LABELS",
+    "TENANT_LABELS",
+    "gateway_queries",
     "instant_queries",
     "signal_metrics",
 ]

@@ -20,7 +20,10 @@ With no fleet labels, the rules are those of one fleet, as before fleets existed
 
 The thresholds come from an SLO file (`triage.rules.slo`). Latency alerts are P99, TTFT
 and TPOT apart, never the mean: an SLA on the mean is one of the project's forbidden
-actions (`average_latency_sla`).
+actions (`average_latency_sla`). The edge has two of its own, generated where the catalog
+records the gateway's signals: its P99 latency (what the user waits, engines and edge
+together, so a slow gateway in front of healthy engines still pages) and the share of
+requests it failed to get from a backend.
 
 `render_rules` is pure (no IO, deterministic); `load_slo` is the only function that
 reads a file.

@@ -109,6 +109,23 @@ def alerts(
                 "(batch size, KV use, preemptions, GPU clocks).",
             )
         )
+    if need("GatewayLatencyP99High", ("gateway_latency_p99_seconds",), fleet_first):
+        s = slo.gateway_latency
+        out.append(
+            _Alert(
+                "GatewayLatencyP99High",
+                "ttft_slow",
+                s.severity,
+                f"triage:gateway_latency_p99_seconds > {_num(s.p99_seconds)}",
+                s.for_,
+                f"P99 latency at the gateway is {VALUE}s, over the {_num(s.p99_seconds)}s SLO",
+                f"The P99 latency the gateway or router measures (the user's wait: the engines' time plus "
+                f"the edge's own queueing and routing) has been above {_num(s.p99_seconds)}s for {s.for_}. "
+                "Triage from ttft_slow, comparing the edge with the engines behind it first: engine TTFT, "
+                "queue and KV at their baseline put the cause in the gateway or router (its own queue, "
+                "its admission limit, backends it routes to that do not serve), not in the engines.",
+            )
+        )
     if need("ErrorRatioHigh", ("error_ratio",), fleet_first):
         r = slo.error_ratio
         out.append(
@@ -122,6 +139,23 @@ def alerts(
                 f"Failed or aborted requests have been above {_num(r.ratio)} of all for {r.for_}. "
                 "Triage from errors: which layer fails (GPU faults and OOM, replicas down or "
                 "restarting, over-length input).",
+            )
+        )
+    view = need("UpstreamErrorRatioHigh", ("upstream_error_ratio",), ("fleet", "replica"))
+    if view:
+        r = slo.upstream_error_ratio
+        out.append(
+            _Alert(
+                "UpstreamErrorRatioHigh",
+                "errors",
+                r.severity,
+                f"{record_name('upstream_error_ratio', view)} > {_num(r.ratio)}",
+                r.for_,
+                f"{VALUE} of requests failed upstream{_where(view, label)}, over {_num(r.ratio)}",
+                f"The gateway or router has failed to get above {_num(r.ratio)} of its requests from a "
+                f"backend (connect errors, 502/503/504) for {r.for_}{_where(view, label)}. Triage from "
+                "errors: which backends fail, whether the router still sends to backends that are gone "
+                "or not ready (more routed than ready), and replicas down or restarting.",
             )
         )
     if need("RejectedRatioHigh", ("rejected_ratio",), fleet_first):

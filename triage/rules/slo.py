@@ -55,13 +55,13 @@ class _Alerting(_Strict):
 
 
 class LatencySlo(_Alerting):
-    """A P99 latency SLO (TTFT or TPOT): fire while the fleet's P99 is above it."""
+    """A P99 latency SLO (TTFT, TPOT, or the edge's): fire while the P99 is above it."""
 
     p99_seconds: float = Field(gt=0)
 
 
 class RatioSlo(_Alerting):
-    """A share of requests (failed, rejected): fire above `ratio`."""
+    """A share of requests (failed, rejected, failed upstream): fire above `ratio`."""
 
     ratio: float = Field(gt=0, le=1)
 
@@ -117,8 +117,10 @@ class Slo(_Strict):
     schema_version: Literal[1]
     ttft: LatencySlo
     tpot: LatencySlo
+    gateway_latency: LatencySlo
     error_ratio: RatioSlo
     rejected_ratio: RatioSlo
+    upstream_error_ratio: RatioSlo
     queue_growth: QueueGrowthSlo
     kv_near_full: KvNearFullSlo
     prefix_hit_drop: PrefixHitDropSlo

@@ -1,8 +1,10 @@
 """Deployment (部署): replicas against the peak with redundancy, and the gateway.
 
 The replica count is judged as the capacity chapter sizes it: ceil(peak / one replica's
-rate at SLO) plus redundancy. Probes, Service balancing, quotas and rollouts live in pod
-specs and the gateway's configuration, not in metrics.
+rate at SLO) plus redundancy. The gateway's quota and metering, and whether overload is
+refused at the gateway or reaches the engines, are read from what the edge exports
+(`triage.audit.checks.gateway`). Probes, Service balancing and rollouts live in pod specs,
+not in metrics.
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ from signals.frame import SignalFrame
 from triage.audit.checks.base import Registry
 from triage.audit.checks.facts import Facts, FloatArray, finite_values
 from triage.audit.checks.formatting import num, ratio_text
+from triage.audit.checks.gateway import gateway_functions, overload_kept_off
 from triage.audit.model import ChecklistItem, Finding, verdict
 
 CHECKS = Registry("deployment")
+CHECKS.check("deployment.gateway_functions")(gateway_functions)
+CHECKS.check("deployment.quota_at_gateway")(overload_kept_off)
 CHECKS.not_visible(
     "deployment.startup_probe",
     "deployment.readiness_probe",
     "deployment.liveness_probe",
     "deployment.service_balancing",
-    "deployment.quota_at_gateway",
     "deployment.rolling_update",
 )
 
@@ -137,13 +141,3 @@ def _redundancy(x: Facts, item: ChecklistItem) -> Finding:
             "SLO (or KV use) settles it",
         )
     return verdict("fail", evidence, rest)
-
-
-@CHECKS.check("deployment.gateway_functions")
-def _check_gateway(x: Facts, item: ChecklistItem) -> Finding:
-    gateway = x.has_prefix("litellm_") or x.has_metric("vllm:num_incoming_requests_total")
-    return verdict(
-        "unknown",
-        "a gateway's metrics are present" if gateway else "no gateway metrics here",
-        f"settles it: {item.settle}",
-    )

@@ -1,8 +1,9 @@
 """Observability and cost (观测与成本): phase timing, per-tenant cost, the four rates.
 
 Whether the engine times queue, prefill and decode apart, whether a gateway meters
-tokens per tenant and which of the four rates the metrics can give; the dashboards,
-traces and load-test plans themselves are not visible from Prometheus.
+tokens and spend per tenant (`triage.audit.checks.gateway`) and which of the four rates
+the metrics can give; the dashboards, traces and load-test plans themselves are not
+visible from Prometheus.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 from signals.catalog import resolve
 from triage.audit.checks.base import Registry, alerted, combine
 from triage.audit.checks.facts import Facts
+from triage.audit.checks.gateway import tenant_cost
 from triage.audit.model import ChecklistItem, Finding, verdict
 
 CHECKS = Registry("observability")
+CHECKS.check("observability.tenant_cost")(tenant_cost)
 CHECKS.not_visible(
     "observability.request_traceability",
     "observability.load_test_coverage",
@@ -41,19 +44,6 @@ def _check_phase_timing(x: Facts, item: ChecklistItem) -> Finding:
     ]
     parts.append(alerted(x, "the queue", ("queue_waiting", "queue_time_p99_seconds")))
     return combine(parts)
-
-
-@CHECKS.check("observability.tenant_cost")
-def _check_tenant_cost(x: Facts, item: ChecklistItem) -> Finding:
-    if x.names is None:
-        return verdict("unknown", x.why_no_names())
-    tokens = x.has_metric("litellm_input_tokens_metric_total") and x.has_metric(
-        "litellm_output_tokens_metric_total"
-    )
-    spend = x.has_metric("litellm_spend_metric_total")
-    if tokens and spend:
-        return verdict("pass", "the gateway meters input/output tokens and spend per team (LiteLLM)")
-    return verdict("unknown", "no per-tenant token or spend series here", f"settles it: {item.settle}")
 
 
 @CHECKS.check("observability.rate_dashboards")
