@@ -110,6 +110,9 @@ class Scope:
     selector: str
     replica_label: str
     renames: Mapping[str, str] = field(default_factory=dict)
+    exporter: str = ""
+    """Whose series a query read with this scope (set per query by `signals.live.query_scopes`,
+    so its answers can be checked the exporter's way: DCGM's blanks dropped)."""
 
 
 @dataclass(frozen=True)

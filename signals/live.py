@@ -10,11 +10,12 @@ reason is kept in the report.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, resolve
+from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
 from signals.prometheus import PrometheusSource, QueryResult
@@ -70,12 +71,13 @@ def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> 
 
 
 def query_scopes(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, Scope]:
-    """`signal/view` -> the scope its query was rendered with (its replica label, its renames)."""
+    """`signal/view` -> the scope its query was rendered with (its replica label, its renames,
+    the exporter whose series it reads)."""
     scopes: dict[str, Scope] = {}
     for name, res in resolutions.items():
         for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
             if spec is not None:
-                scopes[f"{name}/{view}"] = options.scope(spec.exporter)
+                scopes[f"{name}/{view}"] = replace(options.scope(spec.exporter), exporter=spec.exporter)
     return scopes
 
 
@@ -100,7 +102,9 @@ def frame_from_results(
     """Series on the grid, the replica label renamed to `instance`; problems per signal.
 
     `scopes` gives a query its own replica label and renames (an exporter scoped to a
-    fleet); a query without one reads `replica_label`.
+    fleet); a query without one reads `replica_label`. In a DCGM signal's answer, a value
+    that can only be one of DCGM's blanks (`signals.dcgm`) is no sample: the catalog filters
+    them in PromQL, this catches a source that does not.
     """
     series: list[Series] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
@@ -128,11 +132,16 @@ def frame_from_results(
             canonical = labels_of(labels)
             if (signal, canonical) in seen:
                 continue
-            seen.add((signal, canonical))
             placed = _place(
                 np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step
             )
             placed[~np.isfinite(placed)] = np.nan
+            if scope is not None and scope.exporter == "gpu":
+                blank = is_blank(placed)
+                placed[blank] = np.nan
+                if blank.any() and not np.isfinite(placed).any():
+                    continue
+            seen.add((signal, canonical))
             series.append(Series(signal, canonical, placed))
     return SignalFrame(grid, series, source=source), problems
 

@@ -15,7 +15,8 @@ and joins them on labels only, never on the shape of a pod's name:
 - DCGM series map to a replica by `exported_pod`/`exported_namespace` (the GPU
   Operator's ServiceMonitor renames the workload's labels), by `pod`/`namespace` (an
   exporter whose labels are honoured), or, where the exporter maps no pod at all, by
-  `Hostname` → node → the fleet's pods on that node (`kube_pod_info`).
+  `Hostname` (`hostname` from dcgm-exporter's HEAD on) → node → the fleet's pods on that
+  node (`kube_pod_info`).
 
 Whatever cannot be joined becomes a `JoinProblem` naming the exporter and what was missing.
 """
@@ -26,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from signals.dcgm import host_label, host_of
 from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
 
 Row = Mapping[str, str]
@@ -46,10 +48,6 @@ class Inventory:
     replicaset_owners: Sequence[Row] = ()
     gpus: Sequence[Row] = ()
     problems: Sequence[JoinProblem] = field(default_factory=tuple)
-
-
-def _hostname(row: Row) -> str:
-    return row.get("Hostname") or row.get("hostname") or ""
 
 
 class _Kube:
@@ -223,8 +221,8 @@ def _is_idle(row: Row, rows: Iterable[Row]) -> bool:
     the node, but not here (so any `pod` here is the exporter's own)."""
     if row.get("exported_pod"):
         return False
-    host = _hostname(row)
-    return any(r.get("exported_pod") and _hostname(r) == host for r in rows)
+    host = host_of(row)
+    return any(r.get("exported_pod") and host_of(r) == host for r in rows)
 
 
 def _workload_pod(row: Row) -> str:
@@ -252,7 +250,7 @@ def _with_gpus(
             on_node[node].add((i, replica))
     unjoined = elsewhere = 0
     for row in rows:
-        host, index, uuid = _hostname(row), row.get("gpu", ""), row.get("UUID", "")
+        host, index, uuid = host_of(row), row.get("gpu", ""), row.get("UUID", "")
         if row.get("exported_pod"):
             key, how = (row.get("exported_namespace", ""), row["exported_pod"]), "exported_pod"
         elif _is_idle(row, rows):
@@ -265,7 +263,7 @@ def _with_gpus(
                 unjoined += 1
                 continue
             for i, replica in sorted(holders):
-                gpus[i].append(Gpu(host, index, uuid, replica, "node"))
+                gpus[i].append(Gpu(host, index, uuid, replica, "node", host_label=host_label(row)))
             continue
         found = owner.get(key)
         if found is None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from signals.dcgm import HOST_LABELS
 from signals.fleets.discover import ENGINES, Inventory
 
 ENGINE_BY = ("namespace", "pod", "instance", "model_name", "server")
 POD_BY = ("namespace", "pod", "node", "pod_ip")
 POD_OWNER_BY = ("namespace", "pod", "owner_kind", "owner_name")
 REPLICASET_OWNER_BY = ("namespace", "replicaset", "owner_kind", "owner_name")
-GPU_BY = ("Hostname", "hostname", "gpu", "UUID", "pod", "namespace", "exported_pod", "exported_namespace")
+GPU_BY = (*HOST_LABELS, "gpu", "UUID", "pod", "namespace", "exported_pod", "exported_namespace")
 DCGM = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
 KUBE = {"kube_pod_info": "pods", "kube_pod_owner": "pod_owners", "kube_replicaset_owner": "replicaset_owners"}
 KUBE_BY = {"pods": POD_BY, "pod_owners": POD_OWNER_BY, "replicaset_owners": REPLICASET_OWNER_BY}

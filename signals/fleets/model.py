@@ -16,7 +16,8 @@ from typing import Any
 
 GpuJoin = str
 """How a GPU was tied to its replica: `exported_pod`, `pod` (the exporter honours the
-workload's labels) or `node` (through `Hostname` and kube-state-metrics' pod placement)."""
+workload's labels) or `node` (through `Hostname` or `hostname` and kube-state-metrics' pod
+placement)."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,12 @@ class Workload:
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU serving a replica: its node, index and UUID, and how it was joined."""
+    """One GPU serving a replica: its node, index and UUID, and how it was joined.
+
+    `host_label` is the label that named the node on its series: `Hostname` (released
+    dcgm-exporter) or `hostname` (its HEAD). It is not part of the GPU's identity: one GPU
+    seen under both (an exporter upgraded within the window) is one GPU.
+    """
 
     hostname: str
     gpu: str
@@ -40,6 +46,7 @@ class Gpu:
     replica: str
     joined_by: GpuJoin
     pod: str = ""
+    host_label: str = field(default="Hostname", compare=False)
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,19 @@
 The engine's series are scoped by the fleet labels and its pods (two workloads serving
 one model stay apart, and a router's re-export of the engines' gauges, which carries a
 `server` label, is left out); DCGM's by the label that names the workload's pod there
-(`exported_pod` or `pod`) or by node; kube-state-metrics' pod series by pod, and its
-Deployment or StatefulSet series by the workload's own name, never by `pod` (in
-kube-prometheus-stack that label is kube-state-metrics' own pod). Worker pods of a
-LeaderWorkerSet group are renamed to their leader, the replica they serve.
+(`exported_pod` or `pod`) or, for GPUs joined by node, by their UUIDs; kube-state-metrics'
+pod series by pod, and its Deployment or StatefulSet series by the workload's own name,
+never by `pod` (in kube-prometheus-stack that label is kube-state-metrics' own pod).
+Worker pods of a LeaderWorkerSet group are renamed to their leader, the replica they serve.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from signals.catalog import QueryOptions, Scope
-from signals.fleets.model import Fleet
+from signals.fleets.model import Fleet, Gpu
 
 
 def _quote(value: str) -> str:
@@ -76,7 +77,20 @@ def _gpu_scope(fleet: Fleet) -> Scope | None:
         pods = sorted({g.pod for g in gpus})
         ns = f"namespace={_quote(namespace)}" if namespace else ""
         return Scope(_join(ns, f"pod=~{_any_of(pods)}"), "pod", dict(fleet.workers))
-    hosts = sorted({g.hostname for g in gpus})
-    renames = {g.hostname: g.replica for g in gpus}
-    label = "Hostname"
+    return _node_scope(gpus)
+
+
+def _node_scope(gpus: list[Gpu]) -> Scope:
+    """GPUs joined by node, read by their `UUID` where every one has it: the node's label is
+    `Hostname` or `hostname` depending on the exporter's version (and changes on an upgrade
+    within the window), a GPU's UUID does not. Without UUIDs, by the node label their series
+    carry (the more common one, should they differ)."""
+    if all(g.uuid for g in gpus):
+        return Scope(
+            f"UUID=~{_any_of(sorted({g.uuid for g in gpus}))}", "UUID", {g.uuid: g.replica for g in gpus}
+        )
+    counts = Counter(g.host_label for g in gpus)
+    label = max(sorted(counts), key=lambda k: counts[k])
+    hosts = sorted({g.hostname for g in gpus if g.host_label == label})
+    renames = {g.hostname: g.replica for g in gpus if g.host_label == label}
     return Scope(f"{label}=~{_any_of(hosts)}", label, renames)

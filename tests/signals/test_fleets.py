@@ -161,7 +161,25 @@ def test_a_fleet_scopes_every_exporter_with_its_own_labels(found: FleetMap) -> N
     xid = load_catalog().sources["gpu_xid"][0]
     assert xid.replica is not None
     query = render(xid.replica, options, xid.exporter)
-    assert "max by (exported_pod, gpu)" in query and 'exported_namespace="llm"' in query
+    assert "max by (exported_pod, gpu, UUID)" in query and 'exported_namespace="llm"' in query
+
+
+@pytest.mark.parametrize("label", ["Hostname", "hostname"])
+def test_gpus_joined_by_node_are_scoped_by_uuid_whichever_host_label(label: str) -> None:
+    """dcgm-exporter's releases write `Hostname`, its HEAD `hostname`: the node join reads
+    either, and the scope reads the GPUs by UUID, which an upgrade does not rename."""
+    node_c = {label: "node-c", "gpu": "0", "UUID": "GPU-node-c-0"}
+    base = inventory()
+    qwen = discover(inventory(gpus=[*base.gpus[:-1], node_c])).fleets[0]
+    assert {(g.hostname, g.joined_by, g.host_label) for g in qwen.gpus} == {("node-c", "node", label)}
+    gpu = scoped_options(qwen, QueryOptions()).scope("gpu")
+    assert (gpu.selector, gpu.replica_label) == (r'UUID=~"GPU\\-node\\-c\\-0"', "UUID")
+    assert gpu.renames["GPU-node-c-0"] in PQ
+    # Without UUIDs, by the node label the series carry.
+    bare = {label: "node-c", "gpu": "0"}
+    qwen = discover(inventory(gpus=[*base.gpus[:-1], bare])).fleets[0]
+    gpu = scoped_options(qwen, QueryOptions()).scope("gpu")
+    assert (gpu.selector, gpu.replica_label) == (label + r'=~"node\\-c"', label)
 
 
 def test_find_takes_a_name_its_start_or_labels(found: FleetMap) -> None:

@@ -22,7 +22,7 @@ import pytest
 from conftest import frame_of
 from promserver import PromStandIn, Reply, require_prometheus_binaries
 
-from signals.catalog import QueryOptions, load_catalog
+from signals.catalog import QueryOptions, Scope, load_catalog
 from signals.frame import SignalFrame
 from signals.prometheus import PrometheusSource
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
@@ -777,6 +777,8 @@ TWO_NODES = {"gpu_nodes": [Sample({"node": "n1"}, 8), Sample({"node": "n2"}, 8)]
             "1 of 2 GPU nodes (kube node GPU capacity) have no DCGM series: n2",
         ),
         ({**NODES, **DCGM_N1}, [], "pass", "DCGM on all 1 GPU nodes (n1)"),
+        # dcgm-exporter's HEAD names the node `hostname`
+        ({**NODES, "dcgm_gpus": [Sample({"hostname": "n1"}, 1)]}, [], "pass", "DCGM on all 1 GPU nodes (n1)"),
         (
             {"gpu_pod_nodes": [Sample({"node": "n2"}, 1)]},
             [DCGM_UP_ON_N2],
@@ -814,6 +816,28 @@ def test_dcgm_on_every_gpu_node(
     item = report.by_id("nodes.dcgm_alerts")
     assert item.status == status and text in item.evidence, item.evidence
     assert "XID errors alerted by A0" in item.evidence and "ECC errors alerted by A1" in item.evidence
+
+
+def test_gpus_joined_by_node_count_for_their_replicas() -> None:
+    """Scoped to a fleet whose GPUs are joined by node, DCGM's rows carry the GPU's UUID where the
+    engine's replica label is expected: the scope's renames turn it into the replica."""
+    rules = _rules("max(DCGM_FI_DEV_XID_ERRORS) > 0", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[5m]) > 0")
+    gpu = Scope('UUID=~"GPU-1"', "UUID", {"GPU-1": "vllm-a"})
+    options = QueryOptions(replica_label="pod", scopes={"gpu": gpu})
+    dcgm = {"dcgm_gpus": [Sample({"hostname": "n1", "UUID": "GPU-1", "pod": "GPU-1"}, 1)]}
+    fetched = Fetched(
+        "http://prom:9090",
+        AT,
+        NAMES_VLLM | DCGM_NAMES,
+        rules,
+        {"activeTargets": []},
+        frame_of({'requests_running{instance="vllm-a"}': 3.0}, 10),
+        dcgm,
+        {},
+        SETTINGS.lookback,
+    )
+    item = audit(fetched, CATALOG, options, SETTINGS).by_id("nodes.dcgm_alerts")
+    assert "DCGM series for all 1 engine replicas" in item.evidence, item.evidence
 
 
 def test_no_dcgm_at_all() -> None:

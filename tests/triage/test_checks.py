@@ -97,6 +97,40 @@ def test_event_new_versus_old() -> None:
     assert evaluate(old, check(kind="event", signal="gpu_xid")).holds is False
 
 
+def test_xid_is_the_last_code_so_only_a_code_that_appears_or_changes_is_new() -> None:
+    """DCGM_FI_DEV_XID_ERRORS holds the last code after the fault: one held from before is old news."""
+    xid_check = check(kind="event", signal="gpu_xid")
+    stale = evaluate(ctx_for({'gpu_xid{instance="a",gpu="0"}': 43.0}), xid_check)
+    assert stale.holds is False and "43, held from before" in stale.note
+    changed = evaluate(ctx_for({'gpu_xid{instance="a",gpu="0"}': stepped(43, 79, ONSET + 2, N)}), xid_check)
+    assert changed.holds is True and changed.value == 79 and changed.replicas == ("a",)
+    # A replica's GPUs are read apart: GPU 0's old 43 neither hides nor stands in for GPU 1's new 13.
+    two = {
+        'gpu_xid{instance="a",gpu="0"}': 43.0,
+        'gpu_xid{instance="a",gpu="1"}': stepped(0, 13, ONSET + 2, N),
+    }
+    e = evaluate(ctx_for(two), xid_check)
+    assert e.holds is True and e.value == 13 and e.replicas == ("a",)
+
+
+def test_an_old_xid_code_on_a_new_pod_of_the_same_gpu_is_not_new() -> None:
+    """A pod replaced during the incident gets new series on the same GPU (same UUID), carrying
+    the code the GPU has held for hours: the pod changed, the code did not."""
+    old_pod = np.where(np.arange(N) < ONSET - 30, 43.0, np.nan)
+    new_pod = np.where(np.arange(N) >= ONSET - 28, 43.0, np.nan)
+    series = {
+        'gpu_xid{instance="vllm-old",gpu="0",UUID="GPU-1"}': old_pod,
+        'gpu_xid{instance="vllm-new",gpu="0",UUID="GPU-1"}': new_pod,
+    }
+    assert evaluate(ctx_for(series), check(kind="event", signal="gpu_xid")).holds is False
+    new_pod[ONSET:] = 79
+    e = evaluate(ctx_for(series), check(kind="event", signal="gpu_xid"))
+    assert e.holds is True and e.replicas == ("vllm-new",) and e.value == 79
+    # Without the UUID the new pod's series has no history: its first code counts as new.
+    bare = {'gpu_xid{instance="vllm-new",gpu="0"}': np.where(np.arange(N) >= ONSET - 28, 43.0, np.nan)}
+    assert evaluate(ctx_for(bare), check(kind="event", signal="gpu_xid")).holds is True
+
+
 def test_change_of_info_labels() -> None:
     before = np.where(np.arange(N) < ONSET, 1.0, np.nan)
     after = np.where(np.arange(N) >= ONSET, 1.0, np.nan)

@@ -374,9 +374,12 @@ def kv_near_full(slo: Slo) -> Condition:
 
 
 def xid_held(slo: Slo) -> Condition:
+    """A non-zero last code that appeared or changed within `hold` (the code persists after the fault)."""
+
     def check(s: dict[str, Samples], t: float) -> float | None:
         held = s["triage:gpu_xid:replica"].window(t, parse_duration(slo.gpu_xid.hold))
-        return float(held.max()) if held.size and held.max() > 0 else None
+        changed = bool(held.size) and bool((np.diff(held) != 0).any())
+        return float(held[-1]) if changed and held[-1] > 0 else None
 
     return check
 
@@ -478,6 +481,44 @@ def test_xid_fires_per_gpu_on_gpu_fault(
     assert [a["exp_labels"]["instance"] for a in expected] == ["vllm-5"]
     assert expected[0]["exp_labels"]["gpu"] == "0" and "XID 79 " in expected[0]["exp_annotations"]["summary"]
     promtool_test(tmp_path, rules_text, fixture, inputs, [_case("GPUXidError", at, expected)])
+
+
+def test_xid_fires_for_a_new_code_never_for_one_held_from_before(
+    tmp_path: Path, rules_text: str, rules: Mapping[str, list[dict[str, Any]]]
+) -> None:
+    """DCGM_FI_DEV_XID_ERRORS is the last code, held after the fault: a GPU that has shown
+    XID 43 since before anything was recorded is no new fault, one whose code appears (0 -> 13)
+    or changes (43 -> 79) is, for `hold` (10m) after the change."""
+    promtool()
+    rule = alerts_of(rules)["GPUXidError"]
+    series = {
+        ("a", "0"): "43x120",
+        ("b", "0"): "0x39 13x80",
+        ("c", "1"): "43x39 79x80",
+    }
+    inputs = [
+        {"series": f'triage:gpu_xid:replica{{instance="{i}",gpu="{g}"}}', "values": v}
+        for (i, g), v in series.items()
+    ]
+
+    def fired(instance: str, gpu: str, code: float) -> dict[str, Any]:
+        labels = {"instance": instance, "gpu": gpu}
+        return {"exp_labels": {**labels, **rule["labels"]}, "exp_annotations": annotate(rule, code, labels)}
+
+    cases = [
+        _case("GPUXidError", 9 * 60, []),
+        _case("GPUXidError", 15 * 60, [fired("b", "0", 13), fired("c", "1", 79)]),
+        _case("GPUXidError", 25 * 60, []),
+    ]
+    test = {
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "evaluation_interval": "15s",
+        "tests": [{"name": "xid", "interval": "15s", "input_series": inputs, "alert_rule_test": cases}],
+    }
+    (tmp_path / "rules.yml").write_text(rules_text, encoding="utf-8")
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False, width=1 << 30), encoding="utf-8")
+    result = run_promtool("test", "rules", str(tmp_path / "test.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_no_alert_fires_on_a_healthy_fleet(

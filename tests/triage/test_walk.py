@@ -36,6 +36,24 @@ def test_change_point_direction() -> None:
     assert find_onset(frame, ["prefix_hit_ratio"], frame.end, Settings()) is None
 
 
+def test_a_stale_xid_code_is_no_gpu_fault_by_itself_and_a_new_one_is(graph: TriageGraph) -> None:
+    """Errors rise on replica `a`; its GPU has held XID 43 since long before. The old code alone
+    names no GPU fault; a code that appears at the onset does."""
+    series: dict[str, object] = {
+        **replicas("error_ratio", {"a": stepped(0.001, 0.2, ONSET, N), "b": 0.001, "c": 0.001}),
+        **replicas("request_rate", {"a": 5.0, "b": 5.0, "c": 5.0}),
+        'gpu_xid{instance="a",gpu="0"}': 43.0,
+        'gpu_xid{instance="b",gpu="0"}': 0.0,
+        'gpu_xid{instance="c",gpu="0"}': 0.0,
+    }
+    frame = frame_of(series, N)
+    stale = diagnose(graph, frame, "errors", frame.end)
+    assert "gpu_fault" not in [c.cause for c in stale.causes]
+    series['gpu_xid{instance="a",gpu="0"}'] = stepped(0, 79, ONSET, N)
+    fresh = diagnose(graph, frame_of(series, N), "errors", frame.end)
+    assert fresh.causes and fresh.causes[0].cause == "gpu_fault"
+
+
 def replicas(signal: str, values: dict[str, object]) -> dict[str, object]:
     return {f'{signal}{{instance="{k}"}}': v for k, v in values.items()}
 

@@ -15,9 +15,10 @@ from dataclasses import replace
 from typing import Final
 
 from signals.catalog import Catalog, QueryOptions, render
+from signals.dcgm import HOST_LABELS
 from triage.audit.promql import PromQLError, metric_names_in
 
-NODE_LABELS: Final = ("Hostname", "hostname", "node", "kubernetes_node")
+NODE_LABELS: Final = (*HOST_LABELS, "node", "kubernetes_node")
 DRIVER_LABELS: Final = ("DCGM_FI_DRIVER_VERSION", "driver_version")
 TARGET_NODE_LABELS: Final = (
     "__meta_kubernetes_pod_node_name",

@@ -234,12 +234,14 @@ def alerts(
                 "GPUXidError",
                 "errors",
                 g.severity,
-                f"max_over_time({record_name('gpu_xid', view)}[{g.hold}]) > 0",
+                f"last_over_time({record_name('gpu_xid', view)}[{g.hold}]) > 0 and "
+                f"changes({record_name('gpu_xid', view)}[{g.hold}]) > 0",
                 None,
                 f"XID {VALUE}{_where(view, label, 'gpu')}",
                 f"A GPU reported XID {VALUE} within the last {g.hold}{_where(view, label, 'gpu')}. "
                 "Its replica errors or drops out; triage from errors, and drain the node rather than "
-                "retrying on it.",
+                "retrying on it. (DCGM holds the last code until the GPU or the exporter restarts: "
+                "this fires when a code appears or changes, not again for one already there.)",
             )
         )
     view = need("GPUEccErrors", ("gpu_ecc_errors",), replica_first)

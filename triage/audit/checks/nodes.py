@@ -82,7 +82,12 @@ def _dcgm_presence(x: Facts) -> Finding:
             )
         return combine(parts)
     label = x.options.replica_label
-    dcgm_replicas = {str(labels[label]) for labels in dcgm if labels.get(label)}
+    # Scoped to a fleet, a GPU's replica may go by another name there (a GPU joined by node by
+    # its UUID, a worker pod by its leader): the scope's renames say which.
+    renames = x.options.scope("gpu").renames
+    dcgm_replicas = {
+        renames.get(str(labels[label]), str(labels[label])) for labels in dcgm if labels.get(label)
+    }
     if engine_replicas and dcgm_replicas:
         missing = sorted(engine_replicas - dcgm_replicas)
         if missing:

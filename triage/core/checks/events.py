@@ -1,7 +1,7 @@
 """Check kinds about discrete events and labels: event, change, label_is, wave.
 
-New XIDs, ECC errors, restarts, OOM kills and label changes (versions, routes, configs)
-are read per series and per replica, which is different enough from the baseline
+New XID codes, ECC errors, restarts, OOM kills and label changes (versions, routes,
+configs) are read per series and per replica, which is different enough from the baseline
 arithmetic to live apart.
 """
 
@@ -11,7 +11,9 @@ import math
 
 import numpy as np
 
+from signals.frame import FloatArray, aggregate
 from signals.timeparse import format_duration, parse_duration
+from signals.vocabulary import SIGNALS
 from triage.core.checks.context import (
     Context,
     _fmt,
@@ -23,7 +25,7 @@ from triage.core.windows import PER_PLACE_LABELS
 
 
 def check_event(ctx: Context, check: CheckSpec) -> Evidence:
-    """A new event in the incident window: a nonzero XID, ECC errors, a restart, an OOM kill."""
+    """A new event in the incident window: a new XID code, ECC errors, a restart, an OOM kill."""
     assert check.signal is not None
     threshold = check.threshold if check.threshold is not None else 0.0
     text = f"{check.signal} > {threshold:g} since the onset"
@@ -31,6 +33,9 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         text = f"{check.signal} > {threshold:g} first within {check.within} of the onset"
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
+    spec = SIGNALS.get(check.signal)
+    if spec is not None and spec.unit == "code":
+        return _check_code(ctx, check, text, threshold)
     view = ctx.frame.replicas(check.signal)
     names: tuple[str, ...]
     if view.values.shape[0]:
@@ -67,12 +72,7 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         old_high = old_f > threshold
         last_old = float(old_f[-1]) if old_f.size else math.nan
         if high.any():
-            first_new = float(now_f[high][0])
-            new = (
-                not old_high.any()
-                or (check.signal == "gpu_xid" and first_new != last_old)
-                or (math.isfinite(last_old) and last_old <= threshold)
-            )
+            new = not old_high.any() or (math.isfinite(last_old) and last_old <= threshold)
             if new:
                 flagged.append(name)
                 peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
@@ -92,6 +92,93 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         text,
         holds,
         peak if holds else 0.0,
+        before,
+        note=note,
+        replicas=tuple(n for n in flagged if n != "fleet"),
+        departure=True,
+        margin=1.0 if holds else 0.0,
+    )
+
+
+def _previous(values: FloatArray) -> FloatArray:
+    """At each step, the last finite value strictly before it (NaN where there is none)."""
+    n = values.shape[0]
+    last = np.where(np.isfinite(values), np.arange(n), -1)
+    last = np.maximum.accumulate(last)
+    before = np.concatenate(([-1], last[:-1]))
+    return np.where(before >= 0, values[np.maximum(before, 0)], np.nan)
+
+
+def _check_code(ctx: Context, check: CheckSpec, text: str, threshold: float) -> Evidence:
+    """An event on a signal that holds the *last* code (`gpu_xid`: DCGM's last XID): the code
+    stays after the fault, so a code is new when it appears or changes in the incident window,
+    and one already there before is old news, whatever its value.
+
+    Read per series, not per replica (a replica's GPUs hold codes of their own). Series of
+    one GPU (same `UUID`) are read as one history, so a new pod on a GPU with an old code
+    (the pod label changed, the code did not) is not a new event. A series with no sample
+    before its first code cannot tell, and counts it as new.
+    """
+    assert check.signal is not None
+    rows = ctx.frame.rows(check.signal)
+    per_replica = [s for s in rows if s.replica is not None]
+    rows = per_replica or rows
+    groups: dict[str, list[FloatArray]] = {}
+    keys: list[str] = []
+    for i, s in enumerate(rows):
+        key = s.label_map.get("UUID") or f"#{i}"
+        keys.append(key)
+        groups.setdefault(key, []).append(s.values)
+    previous = {k: _previous(aggregate(np.vstack(v), "max")) for k, v in groups.items()}
+    incident = ctx.frame.index(*ctx.windows.incident)
+    if check.within:
+        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
+        start = max(ctx.frame.start, anchor - parse_duration(check.within))
+        incident = ctx.frame.index(start, ctx.windows.at)
+    flagged: list[str] = []
+    new_codes: list[float] = []
+    old_codes: list[float] = []
+    seen_any = False
+    for s, key in zip(rows, keys, strict=True):
+        now = s.values[incident]
+        prev = previous[key][incident]
+        finite = np.isfinite(now)
+        if not finite.any():
+            continue
+        seen_any = True
+        with np.errstate(invalid="ignore"):
+            fresh = finite & (now > threshold) & ~(prev == now)
+        name = s.replica or "fleet"
+        if fresh.any():
+            new_codes.append(float(now[fresh][0]))
+            if name not in flagged:
+                flagged.append(name)
+        else:
+            held = now[finite]
+            if held[-1] > threshold:
+                old_codes.append(float(held[-1]))
+    if not seen_any:
+        return _unknown(check, text, "no data since the onset")
+    pre = np.concatenate([s.values[ctx.frame.index(*ctx.windows.pre)] for s in rows])
+    pre = pre[np.isfinite(pre)]
+    before = float(pre.max()) if pre.size else math.nan
+    holds = bool(flagged)
+    if holds:
+        peak = max(new_codes)
+        who = "" if flagged == ["fleet"] else f" on {', '.join(flagged[:4])}"
+        who += f" +{len(flagged) - 4} more" if len(flagged) > 4 else ""
+        note = f"{_fmt(peak)}{who}"
+    else:
+        peak = 0.0
+        codes = ", ".join(_fmt(c) for c in sorted(set(old_codes)))
+        note = (
+            f"none since the onset (last code {codes}, held from before)" if codes else "none since the onset"
+        )
+    return Evidence(
+        check.signal,
+        text,
+        holds,
+        peak,
         before,
         note=note,
         replicas=tuple(n for n in flagged if n != "fleet"),
