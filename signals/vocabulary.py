@@ -138,6 +138,28 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "max",
             kind="event",
         ),
+        _s(
+            "replicas_updated",
+            "replicas",
+            "supply",
+            "replicas already on the workload's current template (a rollout's progress)",
+            "sum",
+            higher_is_worse=False,
+        ),
+        _s(
+            "prompt_tokens_max_bucket",
+            "tokens",
+            "request",
+            "upper edge of the highest prompt-length bucket with arrivals in the window",
+            "max",
+        ),
+        _s(
+            "list_price_per_1k_tokens",
+            "currency",
+            "supply",
+            "list price per 1k tokens, where a price table is exported",
+            "mean",
+        ),
     ]
 }
 
