@@ -102,19 +102,19 @@ def test_unknown_check_kind_is_a_closed_set() -> None:
     found = problems(
         edit(
             "causes-request.yaml",
-            "{kind: rise, signal: output_tokens_p95",
-            "{kind: grows, signal: output_tokens_p95",
+            "{kind: rise, signal: truncated_ratio",
+            "{kind: grows, signal: truncated_ratio",
         )
     )
-    assert any("causes.long_output_shift.requires[0].kind: Input should be" in p for p in found), found
+    assert any("causes.length_truncation.requires[0].kind: Input should be" in p for p in found), found
 
 
 def test_check_parameters_fit_their_kind() -> None:
     found = problems(
         edit(
             "causes-request.yaml",
-            "{kind: rise, signal: output_tokens_p95, factor: 1.4, min_delta: 50}",
-            "{kind: rise, signal: output_tokens_p95, threshold: 3}",
+            "{kind: rise, signal: truncated_ratio, factor: 2.0, min_delta: 0.02}",
+            "{kind: rise, signal: truncated_ratio, threshold: 3}",
         )
     )
     assert any("a rise check takes no threshold" in p for p in found), found
@@ -124,12 +124,12 @@ def test_unknown_signal_with_hint() -> None:
     found = problems(
         edit(
             "causes-request.yaml",
-            "signal: output_tokens_p95, factor: 1.4",
-            "signal: output_token_p95, factor: 1.4",
+            "signal: truncated_ratio, factor: 2.0",
+            "signal: truncated_rato, factor: 2.0",
         )
     )
     assert any(
-        "requires[0].signal: unknown signal 'output_token_p95' (did you mean output_tokens_p95?)" in p
+        "requires[0].signal: unknown signal 'truncated_rato' (did you mean truncated_ratio?)" in p
         for p in found
     ), found
 
@@ -153,8 +153,8 @@ def test_cause_listed_under_the_wrong_layer() -> None:
     found = problems(
         edit(
             "symptoms.yaml",
-            "request: [length_truncation]\n      supply: [version_change, fallback_active]",
-            "request: [length_truncation, version_change]\n      supply: [fallback_active]",
+            "request: [length_truncation]\n      supply: [version_change, fallback_active, replica_down]",
+            "request: [length_truncation, version_change]\n      supply: [fallback_active, replica_down]",
         )
     )
     assert any("belongs to layer supply, not request" in p for p in found), found
@@ -162,9 +162,13 @@ def test_cause_listed_under_the_wrong_layer() -> None:
 
 def test_unreachable_cause() -> None:
     found = problems(
-        edit("symptoms.yaml", "supply: [version_change, fallback_active]", "supply: [fallback_active]")
+        edit(
+            "symptoms.yaml",
+            "      engine: [prefix_cache_miss]\n      supply: [price_change]\n",
+            "      engine: [prefix_cache_miss]\n",
+        )
     )
-    assert any("causes.version_change: no symptom leads to this cause" in p for p in found), found
+    assert any("causes.price_change: no symptom leads to this cause" in p for p in found), found
 
 
 def test_action_both_advised_and_forbidden() -> None:

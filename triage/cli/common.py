@@ -87,16 +87,12 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
         e = fixture.expect
         if e.cause is not None and e.cause not in kb.causes:
             out.append(
-                doc.error(
-                    ("expect", "cause"), f"unknown cause '{e.cause}'{suggest(e.cause, kb.causes)}"
-                )
+                doc.error(("expect", "cause"), f"unknown cause '{e.cause}'{suggest(e.cause, kb.causes)}")
             )
         for i, cause in enumerate(e.also):
             if cause not in kb.causes:
                 out.append(
-                    doc.error(
-                        ("expect", "also", i), f"unknown cause '{cause}'{suggest(cause, kb.causes)}"
-                    )
+                    doc.error(("expect", "also", i), f"unknown cause '{cause}'{suggest(cause, kb.causes)}")
                 )
         for key, ids in (("forbidden", e.forbidden), ("not_forbidden", e.not_forbidden)):
             for i, action in enumerate(ids):

@@ -142,6 +142,30 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     return finding("ranked", round(min(score, 1.0), 4))
 
 
+def _partners(ctx: Context, graph: TriageGraph, walked: list[CauseFinding]) -> list[CauseFinding]:
+    """Causes outside the symptom's layers that explain, or are explained by, a ranked one.
+
+    The chain is named, not only its top: a fallback model serving because replicas were
+    lost, a prefill stall fed by a prompt surge. Each partner is scored on its own checks and
+    ranked only when they hold.
+    """
+    kb = graph.knowledge
+    seen = {f.cause for f in walked}
+    frontier = [f.cause for f in walked if f.status == "ranked"]
+    found: list[CauseFinding] = []
+    while frontier:
+        related: set[str] = set()
+        for c in frontier:
+            related |= set(kb.causes[c].explains)
+            related |= {o for o, spec in kb.causes.items() if c in spec.explains}
+        fresh = sorted(related - seen)
+        seen |= set(fresh)
+        scored = [_score_cause(ctx, graph, c) for c in fresh]
+        found += scored
+        frontier = [f.cause for f in scored if f.status == "ranked"]
+    return found
+
+
 def _order(findings: list[CauseFinding], graph: TriageGraph) -> list[CauseFinding]:
     """Rank by score, then move every cause ahead of the ranked causes it explains."""
     by_id = {f.cause: f for f in findings}
@@ -296,6 +320,8 @@ def diagnose(
     windows = make_windows(frame, when, onset.time if onset else None, kb.settings)
     ctx = Context(frame, windows)
     walked = [_score_cause(ctx, graph, c) for c in candidates]
+    walked += _partners(ctx, graph, walked)
+    candidates = [f.cause for f in walked]
     ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
     ranked = _order(ranked, graph)
     by_id = {f.cause: f for f in ranked}

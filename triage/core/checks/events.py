@@ -237,13 +237,24 @@ def check_change(ctx: Context, check: CheckSpec) -> Evidence:
     return Evidence(check.signal, text, True, 1.0, 0.0, note=note, departure=True, margin=1.0)
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def check_label_is(ctx: Context, check: CheckSpec) -> Evidence:
-    assert check.signal is not None and check.label is not None and check.values is not None
-    text = f"{check.signal} {check.label} in ({', '.join(check.values)})"
+    """An info series' label now: one of `values`, or at least `threshold` read as a number
+    (`gpu_memory_utilization` at or above 0.94)."""
+    assert check.signal is not None and check.label is not None
+    if check.values is not None:
+        text = f"{check.signal} {check.label} in ({', '.join(check.values)})"
+    else:
+        text = f"{check.signal} {check.label} >= {check.threshold:g}"
     if not ctx.frame.has(check.signal):
         return _unknown(check, text, "signal missing")
     span = ctx.frame.index(*ctx.windows.recent)
-    wanted = {v.lower() for v in check.values}
     seen: list[str] = []
     for s in ctx.frame.rows(check.signal):
         values = s.values[span]
@@ -253,7 +264,12 @@ def check_label_is(ctx: Context, check: CheckSpec) -> Evidence:
                 seen.append(value)
     if not seen:
         return _unknown(check, text, f"no {check.label} label in the recent window")
-    holds = any(v.lower() in wanted for v in seen)
+    if check.values is not None:
+        wanted = {v.lower() for v in check.values}
+        holds = any(v.lower() in wanted for v in seen)
+    else:
+        assert check.threshold is not None
+        holds = any(_number(v) >= check.threshold for v in seen)
     return Evidence(
         check.signal,
         text,

@@ -47,7 +47,7 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "below": (("signal", "threshold"), ("for_", "view")),
     "event": (("signal",), ("threshold", "within")),
     "change": (("signal",), ("labels",)),
-    "label_is": (("signal", "label", "values"), ()),
+    "label_is": (("signal", "label"), ("values", "threshold")),
     "outlier": (("signal",), ("factor", "min_delta", "max_share", "direction")),
     "broad": (("signal",), ("factor", "min_delta", "share", "baseline")),
     "sudden": (("signal",), ("factor", "within", "share", "view", "baseline")),
@@ -117,6 +117,10 @@ class CheckSpec(_Strict):
         for name in _PARAM_NAMES:
             if getattr(self, name) is not None and name not in required and name not in optional:
                 raise ValueError(f"a {self.kind} check takes no {name.rstrip('_')}")
+        if self.kind == "label_is" and (self.values is None) == (self.threshold is None):
+            raise ValueError(
+                "a label_is check needs values or a threshold (the label read as a number), not both"
+            )
         for name in ("for_", "within"):
             value = getattr(self, name)
             if value is not None:
