@@ -99,7 +99,13 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
         _s("gateway_latency_p99_seconds", "s", "supply", "latency at the gateway or router, P99", "max"),
         _s("gateway_queue", "requests", "supply", "held in the gateway or router before an engine", "sum"),
         _s("gateway_inflight", "requests", "supply", "in flight as the gateway or router counts them", "sum"),
-        _s("upstream_error_ratio", "ratio", "supply", "requests the edge failed to get from a backend", "mean"),
+        _s(
+            "upstream_error_ratio",
+            "ratio",
+            "supply",
+            "requests the edge failed to get from a backend",
+            "mean",
+        ),
         _s(
             "backends_routed",
             "backends",
@@ -108,7 +114,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "sum",
             higher_is_worse=False,
         ),
-        _s("probe_failures", "count", "supply", "failed liveness or readiness probes in the window", "sum", kind="event"),
+        _s(
+            "probe_failures",
+            "count",
+            "supply",
+            "failed liveness or readiness probes in the window",
+            "sum",
+            kind="event",
+        ),
         _s(
             "terminated_error",
             "0/1",
@@ -117,7 +130,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "max",
             kind="event",
         ),
-        _s("exit_code", "code", "supply", "exit code of the last terminated engine container", "max", kind="event"),
+        _s(
+            "exit_code",
+            "code",
+            "supply",
+            "exit code of the last terminated engine container",
+            "max",
+            kind="event",
+        ),
     ]
 }
 
