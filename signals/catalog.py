@@ -2,10 +2,11 @@
 
 The bundled `catalog.yaml` maps every signal to an ordered list of sources (vLLM V1 with
 the 0.9-0.11 renames folded in as `new or old`, vLLM V0, SGLang, the DCGM exporter,
-kube-state-metrics, a LiteLLM-style gateway). A user file can add sources of its own,
-which are tried first. Against a live server, `resolve` picks per signal and per view
-(replica, fleet) the first source whose metrics exist, and reports what is blind and
-which deprecated names are still in use.
+kube-state-metrics and the kubelet's prober, and the edge in front of the engines: LiteLLM,
+the Gateway API Inference Extension's endpoint picker, the vLLM production-stack router,
+Envoy). A user file can add sources of its own, which are tried first. Against a live
+server, `resolve` picks per signal and per view (replica, fleet) the first source whose
+metrics exist, and reports what is blind and which deprecated names are still in use.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -27,9 +28,14 @@ BUNDLED = Path(__file__).resolve().parent / "catalog.yaml"
 PLACEHOLDERS = frozenset({"replica", "sel", "window"})
 DEFAULT_WINDOW = "5m"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-Exporter = Literal["engine", "gpu", "kube_pod", "kube_workload", "gateway"]
-EXPORTERS: tuple[Exporter, ...] = ("engine", "gpu", "kube_pod", "kube_workload", "gateway")
+Exporter = Literal["engine", "gpu", "kube_pod", "kube_workload", "kube_endpoint", "gateway"]
+EXPORTERS: tuple[Exporter, ...] = ("engine", "gpu", "kube_pod", "kube_workload", "kube_endpoint", "gateway")
 """Whose labels a source's series carry: each names a replica (or a workload) its own way."""
+NOT_ROUTER = 'server=""'
+"""The engines' own series: a router's re-export of their gauges under the same names (the vLLM
+production-stack router's `vllm:num_requests_waiting{server=...}`) carries `server`, the
+backend's URL, and summed with the engines' would count every request twice."""
+_SERVER_MATCHER = re.compile(r"(?:^|,)\s*server\s*(?:=|!=|=~|!~)")
 
 
 class SourceSpec(BaseModel):
@@ -133,8 +139,15 @@ class QueryOptions:
     fleet's engine on the same server has the metric names, not this fleet's series)."""
 
     def scope(self, exporter: str) -> Scope:
-        """The exporter's own scope, or the user's selector and replica label."""
-        return self.scopes.get(exporter) or Scope(self.selector, self.replica_label)
+        """The exporter's own scope, or the user's selector and replica label.
+
+        The engine's always leaves a router's re-exports out (`server=""`, see NOT_ROUTER),
+        scoped to a fleet or not, unless the selector already says something of `server`.
+        """
+        found = self.scopes.get(exporter) or Scope(self.selector, self.replica_label)
+        if exporter == "engine" and not _SERVER_MATCHER.search(found.selector):
+            return replace(found, selector=",".join(m for m in (found.selector, NOT_ROUTER) if m))
+        return found
 
 
 def _validate(doc: Document) -> CatalogFile:
@@ -143,8 +156,11 @@ def _validate(doc: Document) -> CatalogFile:
         raise InputErrors([doc.error((), "a catalog is a mapping with schema_version: 1 and signals")])
     if data.get("schema_version") != 1:
         raise InputErrors([doc.error(("schema_version",), "expected schema_version: 1")])
-    problems = [doc.error(("signals", name), f"unknown signal '{name}'{suggest(str(name))}")
-                for name in (data.get("signals") or {}) if name not in SIGNALS]
+    problems = [
+        doc.error(("signals", name), f"unknown signal '{name}'{suggest(str(name))}")
+        for name in (data.get("signals") or {})
+        if name not in SIGNALS
+    ]
     try:
         parsed = CatalogFile.model_validate(data)
     except ValidationError as exc:

@@ -1,9 +1,11 @@
 """Raw fixtures (`level: raw`) replay through a real Prometheus and the catalog to their twin's answer.
 
 Every `level: raw` fixture in fixtures/ holds exporter series (vLLM, SGLang, DCGM,
-kube-state-metrics). `signals.rawreplay.replay_raw` backfills them into a temporary
-Prometheus and evaluates the signal catalog's PromQL on them; the resulting signal frame
-is diagnosed like any other. A raw fixture named `X-raw` has a signal-level twin `X`
+kube-state-metrics, and in some the kubelet's prober and the edge in front of the
+engines, whose own sources are checked in tests/test_edge_fixtures.py).
+`signals.rawreplay.replay_raw` backfills them into a temporary Prometheus and evaluates
+the signal catalog's PromQL on them; the resulting signal frame is diagnosed like any
+other. A raw fixture named `X-raw` has a signal-level twin `X`
 (written from the same Fleet by tools/incidents_raw.py): the raw replay must satisfy the
 shared expect block, reach the twin's top cause, and produce the signals the catalog
 promises for the exporters present, at values close to the twin's. A raw fixture holding
@@ -259,6 +261,11 @@ def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
     result = replayed(path)
     assert result.report.problems() == {}, result.report.problems()
     assert result.signals.expect is not None
+    expect = result.signals.expect
+    undefined = [
+        c for c in (expect.cause, *expect.also) if c is not None and c not in triage_graph.knowledge.causes
+    ]
+    assert not undefined, f"{path.name} expects {undefined}: no playbook defines that cause yet"
     check = check_expect(result.diagnosis, result.signals.expect)
     assert check.passed, (check.problems, [(c.cause, c.score) for c in result.diagnosis.causes])
     twin = twin_path(path)

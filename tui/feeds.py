@@ -83,7 +83,7 @@ def catalog_queries(catalog: Catalog, options: QueryOptions) -> dict[str, str]:
         for spec in sources:
             query = spec.replica or spec.fleet
             if query:
-                out[signal] = f"{render(query, options)}    # catalog source: {spec.source}"
+                out[signal] = f"{render(query, options, spec.exporter)}    # catalog source: {spec.source}"
                 break
     return out
 

@@ -301,9 +301,7 @@ def _with_gpus(
     return out
 
 
-def _with_routers(
-    fleets: list[Fleet], routers: Sequence[Row], problems: list[JoinProblem]
-) -> list[Fleet]:
+def _with_routers(fleets: list[Fleet], routers: Sequence[Row], problems: list[JoinProblem]) -> list[Fleet]:
     if not routers:
         return fleets
     by_ip: dict[str, tuple[int, str]] = {}
@@ -311,17 +309,23 @@ def _with_routers(
         for replica, ip in fleet.pod_ips.items():
             by_ip[ip] = (i, replica)
     seen: dict[int, set[str]] = defaultdict(set)
+    backends: dict[int, dict[str, str]] = defaultdict(dict)
     unknown = 0
     for row in routers:
         server = row.get("server", "")
-        ip = server.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        address = server.split("://", 1)[-1].split("/", 1)[0]
+        ip = address.rsplit(":", 1)[0].strip("[]")
         found = by_ip.get(ip)
         if found is None:
             unknown += 1
             continue
         seen[found[0]].add(found[1])
+        backends[found[0]][address] = found[1]
     if unknown:
         problems.append(
             JoinProblem("router", "backends whose IP is no known pod's (kube_pod_info pod_ip)", unknown)
         )
-    return [replace(f, routers=tuple(sorted(seen.get(i, ())))) for i, f in enumerate(fleets)]
+    return [
+        replace(f, routers=tuple(sorted(seen.get(i, ()))), backends=dict(sorted(backends.get(i, {}).items())))
+        for i, f in enumerate(fleets)
+    ]

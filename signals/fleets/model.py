@@ -76,6 +76,8 @@ class Fleet:
     gpus: tuple[Gpu, ...] = ()
     kube_pods: tuple[str, ...] = ()
     routers: tuple[str, ...] = ()
+    backends: Mapping[str, str] = field(default_factory=dict)
+    """A router's backend (`host:port` of its URL) -> the replica at that address."""
     problems: tuple[JoinProblem, ...] = ()
 
     @property

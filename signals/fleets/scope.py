@@ -4,9 +4,12 @@ The engine's series are scoped by the fleet labels and its pods (two workloads s
 one model stay apart, and a router's re-export of the engines' gauges, which carries a
 `server` label, is left out); DCGM's by the label that names the workload's pod there
 (`exported_pod` or `pod`) or, for GPUs joined by node, by their UUIDs; kube-state-metrics'
-pod series by pod, and its Deployment or StatefulSet series by the workload's own name,
-never by `pod` (in kube-prometheus-stack that label is kube-state-metrics' own pod).
-Worker pods of a LeaderWorkerSet group are renamed to their leader, the replica they serve.
+pod series (and the kubelet's prober counts) by pod, its Deployment or StatefulSet series
+by the workload's own name, never by `pod` (in kube-prometheus-stack that label is
+kube-state-metrics' own pod), and its Endpoints addresses by the pods' IPs. The gateway
+keeps the user's selector (its series name no pod), and its per-backend series, named by
+the backend's host:port, are renamed to the pod at that address. Worker pods of a
+LeaderWorkerSet group are renamed to their leader, the replica they serve.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from signals.catalog import QueryOptions, Scope
+from signals.catalog import NOT_ROUTER, QueryOptions, Scope
 from signals.fleets.model import Fleet, Gpu
 
 
@@ -36,13 +39,14 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
     labels = dict(fleet.labels)
     fleet_matchers = ",".join(f"{k}={_quote(v)}" for k, v in fleet.labels if v)
     replica_matcher = f"{fleet.replica_label}=~{_any_of(list(fleet.replicas))}" if fleet.replicas else ""
-    # A router's re-export of the engines' gauges carries `server`; the engines' own series never do.
-    router_matcher = 'server=""'
     scopes: dict[str, Scope] = {
-        "engine": Scope(_join(fleet_matchers, replica_matcher, router_matcher), fleet.replica_label),
+        "engine": Scope(_join(fleet_matchers, replica_matcher, NOT_ROUTER), fleet.replica_label),
+        "gateway": Scope(base.selector, fleet.replica_label, dict(fleet.backends)),
     }
     namespace = labels.get("namespace", "")
     ns = f"namespace={_quote(namespace)}" if namespace else ""
+    if fleet.pod_ips:
+        scopes["kube_endpoint"] = Scope(_join(ns, f"ip=~{_any_of(list(fleet.pod_ips.values()))}"), "ip")
     if fleet.kube_pods:
         scopes["kube_pod"] = Scope(
             _join(ns, f"pod=~{_any_of(list(fleet.kube_pods))}"), "pod", dict(fleet.workers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -106,6 +107,67 @@ def test_ratios_guard_against_division_by_zero() -> None:
         ({"DCGM_FI_DEV_XID_ERRORS"}, "gpu_xid", "dcgm", ()),
         ({"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}, "gpu_throttle", "dcgm_clock_events", ()),
         ({"kube_deployment_spec_replicas"}, "replicas_desired", "kube", ()),
+        ({"kube_endpoint_address"}, "replicas_ready", "kube_endpoints", ()),
+        (
+            {"kube_deployment_status_replicas_ready", "kube_endpoint_address"},
+            "replicas_ready",
+            "kube",
+            (),
+        ),
+        ({"prober_probe_total"}, "probe_failures", "kubelet", ()),
+        ({"kube_pod_container_status_restarts_total"}, "terminated_error", "kube", ()),
+        ({"kube_pod_container_status_last_terminated_exitcode"}, "exit_code", "kube", ()),
+        ({"inference_objective_request_duration_seconds_bucket"}, "gateway_latency_p99_seconds", "epp", ()),
+        (
+            {"inference_model_request_duration_seconds_bucket"},
+            "gateway_latency_p99_seconds",
+            "epp",
+            ("inference_model_request_duration_seconds_bucket",),
+        ),
+        (
+            {"inference_model_running_requests"},
+            "gateway_inflight",
+            "epp",
+            ("inference_model_running_requests",),
+        ),
+        ({"inference_objective_request_total"}, "upstream_error_ratio", "epp", ()),
+        ({"inference_objective_request_total"}, "rejected_ratio", "epp", ()),
+        ({"inference_extension_flow_control_queue_size"}, "gateway_queue", "epp", ()),
+        ({"inference_pool_ready_pods"}, "backends_routed", "epp", ()),
+        (
+            {"inference_pool_average_queue_size", "inference_pool_ready_pods"},
+            "queue_waiting",
+            "epp_pool",
+            (),
+        ),
+        (
+            {"inference_pool_average_queue_size", "inference_pool_ready_pods", "vllm:num_requests_waiting"},
+            "queue_waiting",
+            "vllm",
+            (),
+        ),
+        ({"vllm:healthy_pods_total"}, "backends_routed", "production_stack", ()),
+        ({"vllm:request_latency_seconds_bucket"}, "gateway_latency_p99_seconds", "production_stack", ()),
+        (
+            {"vllm:request_latency_seconds_count", "vllm:num_incoming_requests_total"},
+            "upstream_error_ratio",
+            "production_stack",
+            (),
+        ),
+        ({"litellm_request_total_latency_metric_bucket"}, "gateway_latency_p99_seconds", "litellm", ()),
+        ({"litellm_in_flight_requests"}, "gateway_inflight", "litellm", ()),
+        ({"litellm_deployment_total_requests_total"}, "upstream_error_ratio", "litellm", ()),
+        ({"litellm_deployment_state"}, "backends_routed", "litellm", ()),
+        ({"envoy_cluster_upstream_rq_time_bucket"}, "gateway_latency_p99_seconds", "envoy", ()),
+        ({"envoy_cluster_upstream_rq_pending_active"}, "gateway_queue", "envoy", ()),
+        ({"envoy_cluster_upstream_rq_active"}, "gateway_inflight", "envoy", ()),
+        (
+            {"envoy_cluster_upstream_rq_xx", "envoy_cluster_upstream_cx_connect_fail"},
+            "upstream_error_ratio",
+            "envoy",
+            (),
+        ),
+        ({"envoy_cluster_membership_healthy"}, "backends_routed", "envoy", ()),
     ],
 )
 def test_resolution_per_flavour(
@@ -130,11 +192,48 @@ def test_render_fills_labels_and_selector() -> None:
     template = catalog.sources["truncated_ratio"][0].replica
     assert template is not None
     plain = render(template, QueryOptions())
-    assert '{finished_reason="length"}' in plain and "sum by (instance)" in plain and "{}" in plain
+    assert '{finished_reason="length",server=""}' in plain and "sum by (instance)" in plain
+    assert '{server=""}' in plain
     scoped = render(
         template, QueryOptions(replica_label="pod", selector=normalise_selector('{namespace="llm"}'))
     )
-    assert '{finished_reason="length",namespace="llm"}' in scoped and "sum by (pod)" in scoped
+    assert '{finished_reason="length",namespace="llm",server=""}' in scoped and "sum by (pod)" in scoped
+
+
+_SELECTORS = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [QueryOptions(), QueryOptions(replica_label="pod", selector='namespace="llm"')],
+    ids=["unscoped", "selector"],
+)
+def test_engine_queries_never_read_a_routers_reexport(options: QueryOptions) -> None:
+    """The production-stack router re-exports `vllm:num_requests_waiting` (and running, and the
+    prefix-cache gauges) under the engines' names with a `server` label: an engine query that
+    summed both would count every waiting request twice, scoped to a fleet or not."""
+    catalog = load_catalog()
+    for name, sources in catalog.sources.items():
+        for source in sources:
+            for template in (source.replica, source.fleet):
+                if template is None:
+                    continue
+                query = render(template, options, source.exporter)
+                for metric, matchers in _SELECTORS.findall(query):
+                    if source.exporter == "engine":
+                        assert 'server=""' in matchers.split(","), (name, source.source, metric, query)
+                    else:
+                        assert 'server=""' not in matchers, (name, source.source, query)
+    waiting = next(s for s in catalog.sources["queue_waiting"] if s.source == "vllm")
+    assert waiting.fleet is not None
+    assert render(waiting.fleet, options) == f"sum(vllm:num_requests_waiting{{{_join(options.selector)}}})"
+    # a selector that already speaks of `server` is the user's to keep
+    own = QueryOptions(selector='server=~".+"')
+    assert render(waiting.fleet, own) == 'sum(vllm:num_requests_waiting{server=~".+"})'
+
+
+def _join(selector: str) -> str:
+    return ",".join(m for m in (selector, 'server=""') if m)
 
 
 def test_selector_normalisation() -> None:

@@ -142,7 +142,32 @@ def test_gpus_join_by_exported_pod_by_leader_and_by_node(found: FleetMap) -> Non
 def test_the_router_joins_its_backends_by_pod_ip(found: FleetMap) -> None:
     small = found.fleets[2]
     assert small.routers == (P8[0],)
+    assert dict(small.backends) == {"10.0.1.0:8000": P8[0]}
     assert all(r.replica_label == "pod" for r in found.fleets)
+
+
+def test_the_edge_s_backends_and_endpoints_are_scoped_to_the_fleet_s_pods(found: FleetMap) -> None:
+    small = found.fleets[2]
+    options = scoped_options(small, QueryOptions(selector='cluster="east"'))
+    # a per-backend series is named by the backend's host:port, and renamed to its pod
+    gateway = options.scope("gateway")
+    assert (gateway.selector, gateway.replica_label) == ('cluster="east"', "pod")
+    assert dict(gateway.renames) == {"10.0.1.0:8000": P8[0]}
+    endpoints = options.scope("kube_endpoint")
+    assert (
+        endpoints.selector
+        == f'namespace="{NS}",ip=~"10\\\\.0\\\\.1\\\\.0|10\\\\.0\\\\.1\\\\.1|10\\\\.0\\\\.1\\\\.2"'
+    )
+    ready = next(s for s in load_catalog().sources["replicas_ready"] if s.exporter == "kube_endpoint")
+    assert ready.fleet is not None
+    assert 'kube_endpoint_address{ready="true",namespace="llm",ip=~' in render(
+        ready.fleet, options, "kube_endpoint"
+    )
+    errors = next(s for s in load_catalog().sources["upstream_error_ratio"] if s.source == "production_stack")
+    assert errors.replica is not None
+    query = render(errors.replica, options, errors.exporter)
+    assert 'sum by (pod) (label_replace(rate(vllm:request_errors_total{server!="",cluster="east"}' in query
+    assert '"pod", "$1", "server"' in query
 
 
 def test_a_fleet_scopes_every_exporter_with_its_own_labels(found: FleetMap) -> None:

@@ -964,9 +964,10 @@ def test_instant_queries_ask_only_for_what_exists_and_apply_the_selector() -> No
         }
     )
     queries = instant_queries(names, QueryOptions(replica_label="pod", selector=SELECTOR), 7200)
-    assert queries["cache_config"] == 'vllm:cache_config_info{namespace="llm"}'
+    # engine series, a router's re-exports (`server`) left out
+    assert queries["cache_config"] == 'vllm:cache_config_info{namespace="llm",server=""}'
     assert queries["prompt_buckets"] == (
-        'sum by (le) (increase(vllm:request_prompt_tokens_bucket{namespace="llm"}[7200s]))'
+        'sum by (le) (increase(vllm:request_prompt_tokens_bucket{namespace="llm",server=""}[7200s]))'
     )
     assert "namespace" not in queries["gpu_nodes"] and "pod" in queries["dcgm_gpus"]
     assert "output_buckets" not in queries and "gpu_pod_nodes" not in queries

@@ -18,7 +18,12 @@ from signals.fleets import Fleet, FleetMap
 from triage.cli import common, sourceargs
 from triage.core.escape import printable
 
-BLIND_WITHOUT = {"gpu": "GPUs", "kube_pod": "kube-state-metrics pods", "kube_workload": "a workload"}
+BLIND_WITHOUT = {
+    "gpu": "GPUs",
+    "kube_pod": "kube-state-metrics pods",
+    "kube_workload": "a workload",
+    "kube_endpoint": "pod IPs (kube_pod_info)",
+}
 
 
 def add_parser(sub: common.Subparsers) -> None:
@@ -49,6 +54,7 @@ def blind_for(fleet: Fleet, resolutions: dict[str, Resolution]) -> dict[str, str
         "gpu": bool(fleet.gpus),
         "kube_pod": bool(fleet.kube_pods),
         "kube_workload": fleet.workload is not None,
+        "kube_endpoint": bool(fleet.pod_ips),
     }
     out: dict[str, str] = {}
     for name, res in sorted(resolutions.items()):

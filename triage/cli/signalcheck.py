@@ -103,7 +103,10 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write("every cause can be proven from what this server has\n")
     if deprecated:
-        out.write(f"deprecated metric names in use: {', '.join(deprecated)} (renamed in vLLM 0.9-0.11)\n")
+        out.write(
+            f"deprecated metric names in use: {', '.join(deprecated)} "
+            "(renamed in vLLM 0.9-0.11, or the inference extension's 1.0)\n"
+        )
     return common.EXIT_OK
 
 

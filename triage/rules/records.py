@@ -28,6 +28,8 @@ default), every series is recorded per fleet:
   other workloads' and are not recorded. The user's selector scopes the engines (and so
   the fleets); the joined exporters are scoped by the join, since their own labels name
   another namespace (the GPU Operator's) or another pod (kube-state-metrics').
+  kube-state-metrics' Endpoints addresses name no pod, only an IP, and are left out of
+  per-fleet rules (`replicas_ready` comes from the workload there).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from signals.catalog import Catalog, QueryOptions, Scope, render
+from signals.catalog import NOT_ROUTER, Catalog, QueryOptions, Scope, render
 from signals.errors import InputError, InputErrors
 from signals.fleets.discover import ENGINES
 from triage.rules.promql import Join, Printer, PromQLRewriteError, per_fleet
@@ -49,6 +51,10 @@ WORKLOADS = "triage:fleet_workloads"
 EMPTY = '""'
 MEMORY = "1h"
 """How long a pod stays in its fleet after its engine series stop."""
+UNJOINED = frozenset({"kube_endpoint"})
+"""Exporters whose series no rule ties to a fleet (kube-state-metrics' Endpoints addresses name a
+pod IP, which a host-network pod shares): left out of per-fleet rules, whose `replicas_ready`
+is the workload's."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,7 @@ class FleetJoins:
     def options(self, base: QueryOptions) -> QueryOptions:
         """Each exporter's selector: the user's for the engines (routers' re-exports left out) and the
         gateway; none for the joined exporters, which the join scopes."""
-        engine = Scope(_matchers(base.selector, 'server=""'), base.replica_label)
+        engine = Scope(_matchers(base.selector, NOT_ROUTER), base.replica_label)
         unscoped = Scope("", base.replica_label)
         scopes = {
             "engine": engine,
@@ -212,6 +218,8 @@ def recording_rules(
                     continue
                 if fleet is None:
                     query = render(template, options)
+                elif source.exporter in UNJOINED:
+                    continue
                 else:
                     try:
                         query = per_fleet(
