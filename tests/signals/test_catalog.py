@@ -29,7 +29,7 @@ def test_every_signal_has_a_source_but_the_ones_no_exporter_publishes() -> None:
     catalog = load_catalog()
     assert set(catalog.sources) == set(SIGNALS)
     without = sorted(name for name, sources in catalog.sources.items() if not sources)
-    assert without == ["long_prompt_ratio"]
+    assert without == ["list_price_per_1k_tokens"]
 
 
 def test_every_query_is_valid_promql(tmp_path: Path) -> None:
