@@ -5,6 +5,11 @@ daily waves under the incident, fleet-only and replica-only series, 30 s and 60 
 intervals, and quiet fleets that merely look odd; `tools/generality_indep.py` shares no
 code with the others (AR(1) noise, 70B and small-model baselines).
 
+`tools/generality_field.py` rebuilds the failures public incident reports show (blended
+prices on hosted models with no engine series, regressing releases, decode starvation, a
+sub-1% tail of 100k-token prompts, CUDA OOM exits with reason Error, a rollout removing the
+only replica, one throttled GPU, chained causes), each beside confounders that look alike.
+
 `tools/generality.py` varies what the bundled fixtures keep fixed (fleets of 3 to 64
 replicas, moderate magnitudes, more noise, missing optional signals, replicas vanishing
 for unrelated reasons, confounders, auto symptoms); the corpus is generated here rather
@@ -18,12 +23,17 @@ from pathlib import Path
 import pytest
 
 from signals.fixture import load_fixture
-from tools import generality, generality_hard, generality_indep
+from tools import generality, generality_field, generality_hard, generality_indep
 from triage.core.graph import TriageGraph
 from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
 
-WRITERS = {"generality": generality, "generality_hard": generality_hard, "generality_indep": generality_indep}
+WRITERS = {
+    "generality": generality,
+    "generality_hard": generality_hard,
+    "generality_indep": generality_indep,
+    "generality_field": generality_field,
+}
 
 
 @pytest.fixture(scope="module", params=sorted(WRITERS))
