@@ -297,7 +297,12 @@ def version_change() -> None:
         f.step("kv_usage_ratio", when, factor=0.85, ramp="2m", replicas=replica)
         f.step("gpu_memory_used_ratio", when, to=0.9, ramp="1m", replicas=replica)
         f.step("e2e_p99_seconds", when, factor=1.15, ramp="2m", replicas=replica)
-    f.write(path(f.name), "quality_down", at="70m", expect={"cause": "version_change", "not_forbidden": ["tune_sampling"]})
+    f.write(
+        path(f.name),
+        "quality_down",
+        at="70m",
+        expect={"cause": "version_change", "not_forbidden": ["tune_sampling"]},
+    )
 
 
 @incident

@@ -145,7 +145,7 @@ def test_every_signal_with_a_source_is_recorded_as_the_or_of_its_sources_in_orde
             metrics = [re.search(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", t) for t in templates]
             positions = [expr.index(m.group(1)) for m in metrics if m is not None]
             assert positions == sorted(positions), f"{name}: sources out of catalog order"
-    assert "triage:long_prompt_ratio" not in records  # no exporter publishes it
+    assert "triage:list_price_per_1k_tokens" not in records  # no exporter publishes it
     assert "triage:replicas_ready" in records and "triage:replicas_ready:replica" not in records
 
 

@@ -219,19 +219,20 @@ def test_edge_alerts_on_raw_litellm_series(
     buckets = [("1", "0x160"), ("2", "0x160"), ("5", "0+60x160"), ("+Inf", "0+60x160")]
     slow = [_litellm("litellm_request_total_latency_metric_bucket", v, le=le) for le, v in buckets]
     backend = {"api_base": "http://vllm-0:8000/v1", "model_id": "m0"}
+    failed = {**backend, "exception_status": "503"}
     failing = [
         _litellm("litellm_deployment_total_requests_total", "0+60x160", **backend),
-        _litellm("litellm_deployment_failure_responses_total", "0+6x160", **backend),
+        _litellm("litellm_deployment_failure_responses_total", "0+6x160", **failed),
     ]
     # Failures counted long ago, no traffic now: the ratio is 0/0, which records no sample.
     idle = [
         _litellm("litellm_deployment_total_requests_total", "5000x160", **backend),
-        _litellm("litellm_deployment_failure_responses_total", "900x160", **backend),
+        _litellm("litellm_deployment_failure_responses_total", "900x160", **failed),
     ]
     # Traffic that fails for ten minutes, then stops: the alert resolves with the traffic.
     stopped = [
         _litellm("litellm_deployment_total_requests_total", "0+60x40 2400x120", **backend),
-        _litellm("litellm_deployment_failure_responses_total", "0+30x40 1200x120", **backend),
+        _litellm("litellm_deployment_failure_responses_total", "0+30x40 1200x120", **failed),
     ]
     tests = [
         {

@@ -166,10 +166,23 @@ def _partners(ctx: Context, graph: TriageGraph, walked: list[CauseFinding]) -> l
     return found
 
 
-def _order(findings: list[CauseFinding], graph: TriageGraph) -> list[CauseFinding]:
-    """Rank by score, then move every cause ahead of the ranked causes it explains."""
+def _order(
+    findings: list[CauseFinding], graph: TriageGraph, asked: frozenset[str] | None = None
+) -> list[CauseFinding]:
+    """Rank by score, then move every cause ahead of the ranked causes it explains.
+
+    A partner from outside the symptom's layers (`asked`) is named beside the causes it
+    relates to but never moved ahead of one the symptom asked about: the symptom's own
+    layers lead the answer.
+    """
     by_id = {f.cause: f for f in findings}
-    explains = {c: [o for o in graph.knowledge.causes[c].explains if o in by_id] for c in by_id}
+
+    def leads(c: str, o: str) -> bool:
+        return asked is None or c in asked or o not in asked
+
+    explains = {
+        c: [o for o in graph.knowledge.causes[c].explains if o in by_id and leads(c, o)] for c in by_id
+    }
     explained_by: dict[str, list[str]] = {c: [] for c in by_id}
     for c, others in explains.items():
         for o in others:
@@ -320,10 +333,11 @@ def diagnose(
     windows = make_windows(frame, when, onset.time if onset else None, kb.settings)
     ctx = Context(frame, windows)
     walked = [_score_cause(ctx, graph, c) for c in candidates]
+    asked = frozenset(candidates) if chosen != NO_SYMPTOM else None
     walked += _partners(ctx, graph, walked)
     candidates = [f.cause for f in walked]
     ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
-    ranked = _order(ranked, graph)
+    ranked = _order(ranked, graph, asked)
     by_id = {f.cause: f for f in ranked}
     walked = [by_id.get(f.cause, f) for f in walked]
 

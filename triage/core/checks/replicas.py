@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from signals.frame import FloatArray
+from signals.timeparse import parse_duration
 from triage.core.checks.context import (
     Context,
     _baseline,
@@ -183,6 +184,14 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
     want = np.sum([ctx.frame.fleet(s) for s in wanted], axis=0)
     gap = want * factor - have
     now = _median(_window(ctx, gap, ctx.windows.recent))
+    if check.within:
+        # at any time since just before the onset: a gap that has closed again still counts
+        # (the only replica gone for minutes during a rollout, then back)
+        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
+        since = _window(ctx, gap, (max(ctx.frame.start, anchor - parse_duration(check.within)), ctx.windows.at))
+        if np.isfinite(since).any():
+            now = float(np.nanmax(since))
+        text += f" within {check.within} of the onset"
     before = _median(_window(ctx, gap, ctx.windows.baseline))
     ready = _median(_window(ctx, have, ctx.windows.recent))
     desired = _median(_window(ctx, want, ctx.windows.recent))
@@ -221,9 +230,15 @@ def check_replicas_lost(ctx: Context, check: CheckSpec) -> Evidence:
     if not before.any():
         return Evidence("", text, None, note="no replica reported before the onset")
     lost = tuple(n for n, b, a in zip(names, before.tolist(), now.tolist(), strict=True) if b and not a)
-    net = int(before.sum()) - int(now.sum())
-    holds = net >= minimum
+    # Counted at once, not over the window: a rollout that replaces pods under new names has old
+    # and new ones in the baseline together, and its replacements are not losses.
+    at_once_before = int(present[:, base].sum(axis=0).max()) if present[:, base].size else 0
+    at_once_now = int(present[:, recent].sum(axis=0).max()) if present[:, recent].size else 0
+    net = min(int(before.sum()) - int(now.sum()), at_once_before - at_once_now)
+    holds = net >= minimum and bool(lost)
     note = f"{int(now.sum())} of {int(before.sum())} replicas still report"
+    if at_once_before < int(before.sum()):
+        note += f" ({at_once_now} at once, {at_once_before} before)"
     if lost:
         note += f"; silent: {', '.join(lost[:4])}" + (f" +{len(lost) - 4} more" if len(lost) > 4 else "")
     return Evidence(

@@ -52,7 +52,7 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "broad": (("signal",), ("factor", "min_delta", "share", "baseline")),
     "sudden": (("signal",), ("factor", "within", "share", "view", "baseline")),
     "gradual": (("signal",), ("factor", "within", "share", "view", "baseline")),
-    "shortfall": (("signal", "of"), ("min_delta", "factor")),
+    "shortfall": (("signal", "of"), ("min_delta", "factor", "within")),
     "replicas_lost": ((), ("min_count",)),
     "wave": (("signal",), ("min_count", "threshold")),
     "steady": (("signal",), ("factor", "min_delta", "direction", "view", "baseline")),
