@@ -188,7 +188,8 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
         # at any time since just before the onset: a gap that has closed again still counts
         # (the only replica gone for minutes during a rollout, then back)
         anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
-        since = _window(ctx, gap, (max(ctx.frame.start, anchor - parse_duration(check.within)), ctx.windows.at))
+        start = max(ctx.frame.start, anchor - parse_duration(check.within))
+        since = _window(ctx, gap, (start, ctx.windows.at))
         if np.isfinite(since).any():
             now = float(np.nanmax(since))
         text += f" within {check.within} of the onset"
