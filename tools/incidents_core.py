@@ -83,6 +83,18 @@ def replica_down_queue_growth() -> None:
     )
 
 
+def demand_outgrows_fleet(f: Fleet) -> None:
+    """Two hours of steady, broad demand growth until every replica queues (from 30m to 150m)."""
+    f.ramp("request_rate", "30m", "150m", 1.7)
+    f.ramp("prompt_tokens_rate", "30m", "150m", 1.7)
+    f.ramp("generation_tokens_rate", "30m", "150m", 1.7)
+    f.ramp("requests_running", "30m", "150m", 1.4)
+    f.ramp("kv_usage_ratio", "30m", "150m", 1.45)
+    f.step("queue_waiting", "120m", to=12, ramp="30m")
+    f.step("queue_time_p99_seconds", "120m", factor=8, ramp="30m")
+    f.step("ttft_p99_seconds", "120m", factor=3.0, ramp="30m")
+
+
 @incident
 def capacity_shortage_steady_growth() -> None:
     f = Fleet(
@@ -93,14 +105,7 @@ def capacity_shortage_steady_growth() -> None:
         duration="180m",
         seed=31,
     )
-    f.ramp("request_rate", "30m", "150m", 1.7)
-    f.ramp("prompt_tokens_rate", "30m", "150m", 1.7)
-    f.ramp("generation_tokens_rate", "30m", "150m", 1.7)
-    f.ramp("requests_running", "30m", "150m", 1.4)
-    f.ramp("kv_usage_ratio", "30m", "150m", 1.45)
-    f.step("queue_waiting", "120m", to=12, ramp="30m")
-    f.step("queue_time_p99_seconds", "120m", factor=8, ramp="30m")
-    f.step("ttft_p99_seconds", "120m", factor=3.0, ramp="30m")
+    demand_outgrows_fleet(f)
     f.write(
         path(f.name),
         "ttft_slow",

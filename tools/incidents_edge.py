@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tools.incidents_core import demand_outgrows_fleet
 from tools.registry import incident, path
 from tools.synth import Fleet, _key
 
@@ -65,16 +66,9 @@ def capacity_shortage_behind_gateway() -> None:
         seed=132,
     )
     f.add_edge()
-    f.ramp("request_rate", "30m", "150m", 1.7)
-    f.ramp("prompt_tokens_rate", "30m", "150m", 1.7)
-    f.ramp("generation_tokens_rate", "30m", "150m", 1.7)
-    f.ramp("requests_running", "30m", "150m", 1.4)
+    demand_outgrows_fleet(f)
     f.ramp("gateway_inflight", "30m", "150m", 1.4)
-    f.ramp("kv_usage_ratio", "30m", "150m", 1.45)
-    f.step("queue_waiting", "120m", to=12, ramp="30m")
     f.step("gateway_inflight", "120m", factor=1.35, ramp="30m")
-    f.step("queue_time_p99_seconds", "120m", factor=8, ramp="30m")
-    f.step("ttft_p99_seconds", "120m", factor=3.0, ramp="30m")
     f.step("gateway_latency_p99_seconds", "120m", factor=2.8, ramp="30m")
     f.write(
         path(f.name),
