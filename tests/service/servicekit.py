@@ -132,10 +132,17 @@ class ServeProcess:
         wait_until(up, timeout)
         return self
 
-    def kill(self) -> None:
+    def kill(self, leftovers_within: float = 5.0) -> None:
+        """SIGKILL the service; every process it started must be gone `leftovers_within` later."""
         assert self.process is not None
+        started = descendants(self.process.pid)
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
+        deadline = time.monotonic() + leftovers_within
+        while started and time.monotonic() < deadline:
+            started = [pid for pid in started if _alive(pid)]
+            time.sleep(0.1)
+        assert not started, f"processes of the killed service still run: {started}"
 
     def terminate(self, timeout: float = 40.0) -> int:
         assert self.process is not None
@@ -149,3 +156,33 @@ class ServeProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, read from /proc (children, their children, ...)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == current]
+        found += children
+        frontier += children
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import os
 import re
 import signal
 import threading
@@ -257,10 +258,25 @@ class ThreadRunner:
 _CHILD: tuple[Diagnoser, PrometheusSource] | None = None
 
 
-def _child_init(spec: DiagnoserSpec, rounds: AbstractContextManager[object]) -> None:
+def _child_init(spec: DiagnoserSpec, rounds: AbstractContextManager[object], parent: int) -> None:
     global _CHILD
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    threading.Thread(
+        target=_exit_with_parent, args=(parent,), name="triage-parent-watch", daemon=True
+    ).start()
     _CHILD = (spec.diagnoser(rounds), spec.source())
+
+
+def _exit_with_parent(parent: int, every: float = 0.5) -> None:
+    """Exit as soon as the service that started this process is gone, however it died.
+
+    A SIGKILLed service leaves its diagnosing processes to init, blocked for good on a
+    pipe nobody writes to; each crash would leave one more. Reparenting changes the
+    parent's pid, which this watch sees within `every` seconds.
+    """
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _child_run(item: WorkItem) -> WorkResult:
@@ -292,7 +308,7 @@ class ProcessRunner:
             max_workers=self._processes,
             mp_context=context,
             initializer=_child_init,
-            initargs=(self._spec, rounds),
+            initargs=(self._spec, rounds, os.getpid()),
         )
 
     def run(self, item: WorkItem) -> WorkResult:
