@@ -1,5 +1,6 @@
 """The scorecard and JUnit report: totals that match hand counts, XML that CI systems parse back,
-escaping that survives hostile fixture names, and an end-to-end run on bundled fixtures."""
+escaping that survives hostile fixture names, an end-to-end run on bundled fixtures, the corpus
+each row comes from with totals per corpus, and the tool that regenerates docs/scorecard.md."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def test_markdown_keeps_a_hostile_name_in_its_cell() -> None:
     hostile = replace(SYNTHETIC[0], name="a | b <img src=x> *c*\nd")
     md = render_scorecard([hostile], "md", GENERATED)
     row = next(line for line in md.splitlines() if line.startswith("| a "))
-    assert row.count(" | ") == 7  # eight cells: the | in the name is escaped
+    assert row.count(" | ") == 8  # nine cells: the | in the name is escaped
     assert "<img" not in md and r"a \| b &lt;img src=x&gt; \*c\* d" in row
     assert "kv_pressure" in row  # ids inside words are not escaped
 
@@ -280,7 +281,8 @@ def test_end_to_end_on_bundled_fixtures(graph: TriageGraph, tmp_path: Path) -> N
     assert "| forbidden-action accuracy | 100.0% (3 of 3 checks) |" in md
     assert "| median time to a right diagnosis | 45s (1 of 2 fixtures with a cause) |" in md
     assert (
-        "| version-change | quality_down | price_change | version_change | — | 1/1 | never | **FAIL** |" in md
+        "| version-change | fixtures | quality_down | price_change | version_change | — | 1/1 | never "
+        "| **FAIL** |" in md
     )
 
 
@@ -293,3 +295,122 @@ def test_triage_test_writes_an_html_scorecard(tmp_path: Path, capsys: pytest.Cap
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and ">price-change</td>" in page
     assert "price-change.yaml" in page
+
+
+def _copy(stem: str, to: Path, **replacements: str) -> Path:
+    """A bundled fixture copied to `to`, each `old` in its text replaced by `new`."""
+    text = (ROOT / "fixtures" / f"{stem}.yaml").read_text(encoding="utf-8")
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    to.write_text(text, encoding="utf-8")
+    return to
+
+
+def test_each_row_names_its_corpus_and_each_corpus_has_totals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from triage.cli.main import main
+
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    _copy("price-change", alpha / "price-change.yaml")
+    # Found in a subfolder of alpha, so of corpus alpha; made to fail: a cause it does not reach.
+    _copy(
+        "version-change",
+        alpha / "nested" / "version-change.yaml",
+        **{"cause: version_change": "cause: price_change"},
+    )
+    _copy("healthy-fleet-no-incident", beta / "healthy.yaml")
+    (beta / "broken.yaml").write_text("name: broken\n", encoding="utf-8")
+    # Given as a file: of its own folder's corpus, gamma. Right cause, wrong forbidden check.
+    direct = _copy(
+        "price-change",
+        tmp_path / "gamma" / "price-again.yaml",
+        **{
+            "name: price-change": "name: price-again",
+            "  forbidden:\n  - scale_out": "  not_forbidden:\n  - scale_out",
+        },
+    )
+    card, junit = tmp_path / "card.md", tmp_path / "junit.xml"
+    argv = ["test", "-q", str(alpha), str(beta), str(direct), "--scorecard", str(card), "--junit", str(junit)]
+    assert main(argv) == 1
+    printed = capsys.readouterr().out
+    md = card.read_text(encoding="utf-8")
+
+    assert "*5 fixtures in 3 corpora (alpha, beta, gamma) replayed" in md
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.count(" | ") == 8}
+    assert rows["price-change"].startswith(
+        "| price-change | alpha | cost_up | price_change | price_change | 1 |"
+    )
+    assert rows["version-change"].startswith("| version-change | alpha | quality_down | price_change |")
+    assert rows["version-change"].endswith("| 1/1 | never | **FAIL** |")
+    assert rows["healthy-fleet-no-incident"].startswith("| healthy-fleet-no-incident | beta | none | none |")
+    assert rows["broken"].startswith("| broken | beta | — |") and rows["broken"].endswith("| **ERROR** |")
+    assert rows["price-again"].startswith(
+        "| price-again | gamma | cost_up | price_change | price_change | 1 | 0/1 |"
+    )
+
+    # By hand. alpha: price-change right, version-change wrong; forbidden checks 1/1 each.
+    # beta: healthy right (nothing ranked), broken counts wrong; forbidden 1/1 (healthy).
+    # gamma: right cause, its one forbidden check fails, so its expect block fails.
+    # Overall: top-1 and top-3 3 of 5, forbidden 3 of 4, passed 2 of 5.
+    assert "| top-1 accuracy | 60.0% (3 of 5) |" in md and "| top-3 accuracy | 60.0% (3 of 5) |" in md
+    assert "| forbidden-action accuracy | 75.0% (3 of 4 checks) |" in md
+    assert "| expect blocks passed | 40.0% (2 of 5); 1 could not be replayed |" in md
+    per_corpus = md.split("## Per corpus\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert per_corpus == [
+        "| alpha | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (2 of 2 checks) | 50.0% (1 of 2) |",
+        "| beta | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (1 of 1 checks) "
+        "| 50.0% (1 of 2); 1 could not be replayed |",
+        "| gamma | 1 | 100.0% (1 of 1) | 100.0% (1 of 1) | 0.0% (0 of 1 checks) | 0.0% (0 of 1) |",
+    ]
+    assert (
+        "  gamma    top-1 100.0% (1 of 1) · top-3 100.0% (1 of 1) · forbidden 0.0% (0 of 1 checks)" in printed
+    )
+    assert f"scorecard written to {card}" in printed
+
+    classes = {c.get("name"): c.get("classname") for c in ET.parse(junit).getroot().iter("testcase")}
+    assert classes == {
+        "price-change": "alpha",
+        "version-change": "alpha",
+        "broken": "beta",
+        "healthy-fleet-no-incident": "beta",
+        "price-again": "gamma",
+    }
+
+
+def test_an_outcome_without_a_corpus_takes_its_folders_name(tmp_path: Path) -> None:
+    from triage.report.scorecard import corpus_name
+
+    assert SYNTHETIC[0].corpus == "fixtures" and SYNTHETIC[3].corpus == "fixtures"
+    assert replace(SYNTHETIC[0], corpus="generality_hard").corpus == "generality_hard"
+    assert corpus_name(Path("bench/generality_field/")) == "generality_field"
+    (tmp_path / "here").mkdir()
+    assert corpus_name(tmp_path / "here" / ".") == "here"
+    assert corpus_name(tmp_path / "here" / "..") == tmp_path.name
+
+
+def test_the_scorecard_tool_names_each_corpus_after_its_folder(tmp_path: Path) -> None:
+    from tools import scorecard as tool
+
+    work = tmp_path / "work"
+    assert tool.corpus_folders(work) == {
+        "fixtures": work / "fixtures",
+        "generality": work / "generality",
+        "generality_hard": work / "generality_hard",
+        "generality_indep": work / "generality_indep",
+        "generality_field": work / "generality_field",
+    }
+    # The run itself on a small stand-in: one bundled fixture, one field incident, no generators.
+    bundled = tmp_path / "bundled"
+    _copy("price-change", bundled / "price-change.yaml")
+    work.mkdir()
+    assert tool.generate(work, corpora=(), fixtures=bundled) == ["fixtures"]
+    _copy("version-change", work / "generality_field" / "v.yaml", **{"cause: version_change": "cause: none"})
+    out = tmp_path / "scorecard.md"
+    assert tool.replay(work, ["fixtures", "generality_field"], out) == 1
+    md = out.read_text(encoding="utf-8")
+    assert "| price-change | fixtures | cost_up |" in md and "| version-change | generality_field |" in md
+    assert "(`generality_field/v.yaml`)" in md  # paths as the scorecard's reader would regenerate them
+    assert str(tmp_path) not in md

@@ -2,8 +2,10 @@
 
 Fixtures are the playbooks' regression tests and this is their runner: exit 1 on any
 failure for CI, JUnit XML for CI dashboards, an accuracy scorecard for people. A raw
-fixture that names its fleet is replayed scoped to that fleet, and the line says which. The
-module is not named `test` so that no test collector takes it for a test file.
+fixture that names its fleet is replayed scoped to that fleet, and the line says which. Each
+folder given is a corpus, named after the folder, that the scorecard totals on its own (a
+file given directly belongs to its own folder's). The module is not named `test` so that no
+test collector takes it for a test file.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
 from triage.report.scorecard import (
     FixtureOutcome,
+    corpus_name,
     error_outcome,
     outcome_for,
     render_junit,
     render_scorecard,
     scorecard_format,
+    summary_lines,
 )
 
 
@@ -35,21 +39,28 @@ def add_parser(sub: common.Subparsers) -> None:
         description="Replay every fixture that has an expect block and check it, like promtool "
         "test rules. Exit 1 on any failure.",
     )
-    t.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders (default: fixtures/)")
+    t.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="fixture files or folders, each folder a corpus in the scorecard (default: fixtures/)",
+    )
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
     t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
     common.add_playbook_option(t)
 
 
-def _fixture_paths(paths: Sequence[str]) -> list[str]:
-    found: list[str] = []
+def fixture_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """Each fixture file with its corpus: the folder given that it was found in, else its own folder."""
+    found: list[tuple[str, str]] = []
     for raw in paths or ["fixtures"]:
         p = Path(raw)
         if p.is_dir():
-            found.extend(str(f) for f in sorted(p.rglob("*.y*ml")) if f.suffix in (".yaml", ".yml"))
+            corpus = corpus_name(p)
+            found.extend((str(f), corpus) for f in sorted(p.rglob("*.y*ml")) if f.suffix in (".yaml", ".yml"))
         elif p.exists():
-            found.append(str(p))
+            found.append((str(p), corpus_name(p.parent)))
         else:
             raise common.UsageError(f"{raw}: no such file or folder")
     return found
@@ -57,7 +68,7 @@ def _fixture_paths(paths: Sequence[str]) -> list[str]:
 
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     graph = common.graph_from_args(args)
-    paths = _fixture_paths(args.paths)
+    paths = fixture_paths(args.paths)
     if not paths:
         raise common.UsageError("no fixture files found")
     fmt = None
@@ -70,13 +81,13 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     names: dict[str, str] = {}
     outcomes: list[FixtureOutcome] = []
     started = time.perf_counter()
-    for path in paths:
+    for path, corpus in paths:
         t0 = time.perf_counter()
         try:
             fixture = common.load_checked_fixture(path, graph.knowledge)
         except (InputError, InputErrors, SignalError) as exc:
             failed += 1
-            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0))
+            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0, corpus=corpus))
             out.write(f"ERROR {path}\n")
             for line in str(exc).splitlines():
                 out.write(f"    {line}\n")
@@ -84,7 +95,7 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
         if fixture.name in names:
             failed += 1
             problem = f"name '{fixture.name}' is also used by {names[fixture.name]}"
-            outcomes.append(error_outcome(path, problem, name=fixture.name))
+            outcomes.append(error_outcome(path, problem, name=fixture.name, corpus=corpus))
             out.write(f"ERROR {path}\n    {problem}\n")
             continue
         names[fixture.name] = path
@@ -96,9 +107,9 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
         symptom, source = fixture_symptom(fixture, None, graph.knowledge)
         diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
         result = check_expect(diagnosis, fixture.expect)
-        outcomes.append(
-            outcome_for(graph, fixture, diagnosis, None if fmt else (), elapsed=time.perf_counter() - t0)
-        )
+        steps = None if fmt else ()
+        took = time.perf_counter() - t0
+        outcomes.append(outcome_for(graph, fixture, diagnosis, steps, elapsed=took, corpus=corpus))
         top = diagnosis.top.cause if diagnosis.top else "no cause"
         of_fleet = f"  (fleet {fixture.fleet.name})" if fixture.fleet is not None else ""
         if result.passed:
@@ -116,6 +127,9 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     if args.scorecard and fmt:
         common.write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
     out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
+    if args.scorecard and outcomes:
+        out.write(f"scorecard written to {args.scorecard}\n")
+        out.writelines(f"  {line}\n" for line in summary_lines(outcomes))
     return common.EXIT_FAILED if failed else common.EXIT_OK
 
 

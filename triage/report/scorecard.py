@@ -37,6 +37,13 @@ TIMELINE_EVERY = 60.0
 would re-read the tool during an incident, and it keeps a full replay to about a second."""
 
 
+def corpus_name(folder: Path) -> str:
+    """The corpus a folder stands for: its name as given (`.` and the like: the real folder's)."""
+    if folder.name in ("", ".", ".."):
+        return folder.resolve().name or str(folder.resolve())
+    return folder.name
+
+
 @dataclass(frozen=True)
 class FixtureOutcome:
     """What one fixture's replay concluded against its expect block.
@@ -49,6 +56,8 @@ class FixtureOutcome:
     the right answer saw); when never right, the onset of the checked diagnosis.
     `time_to_right` is seconds from that onset to that step: None if never right, for
     `cause: none` fixtures, and when no timeline was replayed.
+    `corpus` names the set the fixture belongs to: the folder it was found in as given on
+    the command line (`fixtures`, `generality_hard`); left empty, the name of its own folder.
     """
 
     path: str
@@ -65,6 +74,11 @@ class FixtureOutcome:
     onset: float | None
     time_to_right: float | None
     elapsed: float
+    corpus: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.corpus:
+            object.__setattr__(self, "corpus", corpus_name(Path(self.path).parent))
 
     @property
     def status(self) -> Literal["pass", "fail", "error"]:
@@ -113,13 +127,14 @@ def outcome_for(
     diagnosis: Diagnosis,
     steps: Sequence[Step] | None = None,
     elapsed: float = 0.0,
+    corpus: str = "",
 ) -> FixtureOutcome:
     """Score one fixture's diagnosis (the one at `fixture.at`) against its expect block.
 
     `steps` is the fixture's timeline; None replays it here (`fixture_timeline`), an
     empty sequence skips the timing (time_to_right None) for callers that only need
-    pass/fail and not the extra second per fixture. A fixture without an expect block
-    is not a test, so it has no outcome: ValueError.
+    pass/fail and not the extra second per fixture. `corpus` as in FixtureOutcome. A
+    fixture without an expect block is not a test, so it has no outcome: ValueError.
     """
     expect = fixture.expect
     if expect is None:
@@ -156,10 +171,13 @@ def outcome_for(
         onset=onset,
         time_to_right=time_to_right,
         elapsed=elapsed,
+        corpus=corpus,
     )
 
 
-def error_outcome(path: str, error: str, name: str | None = None, elapsed: float = 0.0) -> FixtureOutcome:
+def error_outcome(
+    path: str, error: str, name: str | None = None, elapsed: float = 0.0, corpus: str = ""
+) -> FixtureOutcome:
     """A fixture that could not be replayed (bad input, a duplicate name, no Prometheus).
 
     It stays in the table and counts as wrong in every accuracy: a fixture that breaks
@@ -180,6 +198,7 @@ def error_outcome(path: str, error: str, name: str | None = None, elapsed: float
         onset=None,
         time_to_right=None,
         elapsed=elapsed,
+        corpus=corpus,
     )
 
 
@@ -227,6 +246,14 @@ def totals(outcomes: Sequence[FixtureOutcome]) -> Totals:
     )
 
 
+def corpus_totals(outcomes: Sequence[FixtureOutcome]) -> list[tuple[str, Totals]]:
+    """Totals per corpus, the corpora in the order their first fixture came."""
+    by_corpus: dict[str, list[FixtureOutcome]] = {}
+    for o in outcomes:
+        by_corpus.setdefault(o.corpus, []).append(o)
+    return [(corpus, totals(group)) for corpus, group in by_corpus.items()]
+
+
 # XML 1.0 cannot carry most control characters, escaped or not; ElementTree writes them
 # as they are, and the CI system then rejects the whole report. A fixture name or an
 # error message can hold anything, so they are replaced.
@@ -252,7 +279,7 @@ def render_junit(outcomes: Sequence[FixtureOutcome], elapsed: float) -> str:
     """JUnit XML with one test case per fixture, in the form Jenkins, GitLab and GitHub read.
 
     A fixture whose expect block fails is a <failure> whose message lists the problems; one
-    that could not be replayed is an <error>. The class name is the fixture's folder, so
+    that could not be replayed is an <error>. The class name is the fixture's corpus, so
     test identity (class + name) is stable across runs for CI history.
     """
     t = totals(outcomes)
@@ -271,7 +298,7 @@ def render_junit(outcomes: Sequence[FixtureOutcome], elapsed: float) -> str:
             "testcase",
             {
                 "name": _xml_text(o.name),
-                "classname": _xml_text(Path(o.path).parent.name or "fixtures"),
+                "classname": _xml_text(o.corpus),
                 "file": _xml_text(o.path),
                 "time": f"{o.elapsed:.3f}",
             },
@@ -301,6 +328,41 @@ def _duration(seconds: float | None) -> str:
     return "—" if seconds is None else format_duration(seconds)
 
 
+@dataclass(frozen=True)
+class Figures:
+    """One set of totals as the scorecard prints them ("97.5% (39 of 40)")."""
+
+    name: str
+    t: Totals
+    top1: str
+    top3: str
+    forbidden: str
+    passed: str
+    median: str
+
+
+def figures(name: str, t: Totals) -> Figures:
+    return Figures(
+        name=name,
+        t=t,
+        top1=_pct(t.top1, t.scored),
+        top3=_pct(t.top3, t.scored),
+        forbidden=_pct(t.forbidden_passed, t.forbidden_total, " checks"),
+        passed=_pct(t.passed, t.fixtures),
+        median=_duration(t.median_time_to_right),
+    )
+
+
+def summary_lines(outcomes: Sequence[FixtureOutcome]) -> list[str]:
+    """The totals as plain text, overall and then one line per corpus, for a terminal."""
+    rows = [figures("overall", totals(outcomes))] + [figures(c, t) for c, t in corpus_totals(outcomes)]
+    width = max(len(f.name) for f in rows)
+    return [
+        f"{f.name:<{width}}  top-1 {f.top1} · top-3 {f.top3} · forbidden {f.forbidden} · passed {f.passed}"
+        for f in rows
+    ]
+
+
 def _time_cell(o: FixtureOutcome) -> str:
     """Why a time is missing matters: not applicable, never right, or not replayed."""
     if o.time_to_right is not None:
@@ -323,20 +385,22 @@ _ENV.filters["duration"] = _duration
 def render_scorecard(
     outcomes: Sequence[FixtureOutcome], fmt: Literal["md", "html"], generated_at: float
 ) -> str:
-    """The accuracy table: headline totals, then one row per fixture with its problems."""
+    """The accuracy table: headline totals, totals per corpus, then one row per fixture with its problems."""
     if fmt not in ("md", "html"):
         raise ValueError(f"scorecard format must be md or html, got {fmt!r}")
     t = totals(outcomes)
+    overall = figures("overall", t)
     template = _ENV.get_template(f"scorecard.{fmt}.j2")
     return template.render(
         outcomes=outcomes,
         t=t,
         generated=format_instant(generated_at),
-        top1=_pct(t.top1, t.scored),
-        top3=_pct(t.top3, t.scored),
-        forbidden=_pct(t.forbidden_passed, t.forbidden_total, " checks"),
-        passed=_pct(t.passed, t.fixtures),
-        median=_duration(t.median_time_to_right),
+        top1=overall.top1,
+        top3=overall.top3,
+        forbidden=overall.forbidden,
+        passed=overall.passed,
+        median=overall.median,
+        corpora=[figures(c, ct) for c, ct in corpus_totals(outcomes)],
         time_cell=_time_cell,
         no_cause=NO_CAUSE,
     )
