@@ -3,7 +3,9 @@
 Pure and deterministic: the frame, the graph and the moment `at` go in, a Diagnosis
 comes out; ties are broken by id. The reasoning follows DESIGN.md:
 
-1. symptom first: only the causes the symptom's layers can produce are asked;
+1. symptom first: only the causes the symptom's layers can produce are asked, and then
+   the partners of the ranked ones (what explains them, what they explain), named beside
+   them but never ahead of a cause the symptom asked about;
 2. against a baseline: the onset is found, and checks compare after it with before it;
 3. per replica: outlier, broad and event checks read every replica, not the fleet sum;
 4. the deepest cause wins: when a ranked cause `explains` another ranked one, it goes
@@ -11,8 +13,8 @@ comes out; ties are broken by id. The reasoning follows DESIGN.md:
 5. unknown is not healthy: a missing signal leaves a check unknown, which lowers the
    score and is listed, and never counts as normal;
 6. never guess: a cause is ranked only if every required check holds or is unknown,
-   no more are unknown than hold, and at least one holding check is a departure from
-   its baseline;
+   no more are unknown than hold, its `key` checks (its signature) are not unknown, and
+   at least one holding check is a departure from its baseline;
 7. forbidden actions are part of every answer, each with evidence behind its reason.
 """
 
