@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar, overload
 
 from rich.text import Text
+from textual.css.query import DOMQuery
 from textual.widget import Widget
 from textual.widgets import DataTable, OptionList, Static, TabbedContent
 from textual.widgets.option_list import Option
@@ -63,6 +64,8 @@ class RenderHost(Protocol):
     @overload
     def query_one(self, selector: str, expect_type: type[W]) -> W: ...
 
+    def query(self, selector: str) -> DOMQuery[Widget]: ...
+
     def _render_status(self) -> None: ...
 
     def _render_overview(self) -> None: ...
@@ -95,7 +98,10 @@ class Rendering:
             text.append(f" · FETCH FAILED: {printable(self.fetch_error)}", style="bold red")
             if self.snapshot is not None:
                 text.append(" (showing the last good data)", style="red")
-        self.query_one("#status", StatusLine).update(text)
+        # A live app's clock ticks once a second and may fire once more while the app is
+        # closing, after its screen is gone: then there is no status line left to update.
+        for line in self.query("#status").results(StatusLine):
+            line.update(text)
 
     def _render_all(self: RenderHost) -> None:
         d = self.diagnosis
