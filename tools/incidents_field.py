@@ -373,3 +373,33 @@ def prefill_interference_fed_by_surge() -> None:
             "forbidden": ["scale_out", "tune_sampling"],
         },
     )
+
+
+@incident
+def prompt_tail_steady_under_burst() -> None:
+    f = Fleet(
+        "prompt-tail-steady-under-burst",
+        "A fleet that always serves a few 100k-token documents took a sudden burst of "
+        "ordinary requests. The tail was there before and did not move: the burst, not the "
+        "long prompts, is why first tokens are late.",
+        replicas=6,
+        duration="90m",
+        seed=223,
+    )
+    f.set("long_prompt_ratio", "0m", 0.005)
+    per_replica(f, "prompt_tokens_max_bucket", 200000.0)
+    at = "50m"
+    f.step("request_rate", at, factor=2.0, ramp="2m")
+    f.step("prompt_tokens_rate", at, factor=2.0, ramp="2m")
+    f.step("generation_tokens_rate", at, factor=2.0, ramp="2m")
+    f.step("queue_waiting", "51m", to=14, ramp="2m")
+    f.step("requests_running", "51m", factor=1.5, ramp="2m")
+    f.step("queue_time_p99_seconds", "51m", factor=9, ramp="2m")
+    f.step("ttft_p99_seconds", "51m", factor=3.5, ramp="2m")
+    f.step("kv_usage_ratio", "51m", to=0.78, ramp="3m")
+    f.write(
+        path(f.name),
+        "ttft_slow",
+        at="80m",
+        expect={"cause": "traffic_burst", "forbidden": ["scale_out", "tune_sampling"]},
+    )
