@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from signals.frame import FloatArray, SignalFrame
+from signals.timeparse import parse_duration
 from triage.core.model import Evidence
 from triage.core.playbook import CheckSpec
 from triage.core.windows import Windows
@@ -41,6 +42,12 @@ class Context:
             values = self.frame.fleet(signal)
         self._views[key] = values
         return values
+
+    def since_onset(self, within: str) -> tuple[float, float]:
+        """From `within` before the onset (the recent window's start when no onset was found)
+        to the moment diagnosed: where a `within` check looks for what happened."""
+        anchor = self.windows.onset if self.windows.onset is not None else self.windows.recent[0]
+        return max(self.frame.start, anchor - parse_duration(within)), self.windows.at
 
     def presence(self) -> tuple[tuple[str, ...], np.ndarray]:
         """Which replica reports anything at each step (replicas × steps, bool)."""

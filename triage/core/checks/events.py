@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from signals.frame import FloatArray, aggregate
-from signals.timeparse import format_duration, parse_duration
+from signals.timeparse import format_duration
 from signals.vocabulary import SIGNALS
 from triage.core.checks.context import (
     Context,
@@ -47,9 +47,8 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
     if check.within:
         # A state gauge ("last termination was an OOM kill") stays up after the first event;
         # `within` says how long before the onset a first appearance still counts as new.
-        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
-        start = max(ctx.frame.start, anchor - parse_duration(check.within))
-        incident_window = (start, ctx.windows.at)
+        incident_window = ctx.since_onset(check.within)
+        start = incident_window[0]
         pre_window = (
             max(ctx.frame.start, start - (pre_window[1] - pre_window[0])),
             start - ctx.frame.step / 2,
@@ -132,9 +131,7 @@ def _check_code(ctx: Context, check: CheckSpec, text: str, threshold: float) -> 
     previous = {k: _previous(aggregate(np.vstack(v), "max")) for k, v in groups.items()}
     incident = ctx.frame.index(*ctx.windows.incident)
     if check.within:
-        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
-        start = max(ctx.frame.start, anchor - parse_duration(check.within))
-        incident = ctx.frame.index(start, ctx.windows.at)
+        incident = ctx.frame.index(*ctx.since_onset(check.within))
     flagged: list[str] = []
     new_codes: list[float] = []
     old_codes: list[float] = []

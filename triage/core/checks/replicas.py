@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from signals.frame import FloatArray
-from signals.timeparse import parse_duration
 from triage.core.checks.context import (
     Context,
     _baseline,
@@ -187,9 +186,7 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
     if check.within:
         # at any time since just before the onset: a gap that has closed again still counts
         # (the only replica gone for minutes during a rollout, then back)
-        anchor = ctx.windows.onset if ctx.windows.onset is not None else ctx.windows.recent[0]
-        start = max(ctx.frame.start, anchor - parse_duration(check.within))
-        since = _window(ctx, gap, (start, ctx.windows.at))
+        since = _window(ctx, gap, ctx.since_onset(check.within))
         if np.isfinite(since).any():
             now = float(np.nanmax(since))
         text += f" within {check.within} of the onset"
