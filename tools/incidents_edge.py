@@ -199,10 +199,8 @@ def engine_oom_with_probe_failures() -> None:
         t = 50 + 3 * k
         f.set("oom_killed", f"{t}m", 1, replicas=[name])
         f.set("exit_code", f"{t}m", 137, replicas=[name])
-        f.pulse("restarts", f"{t}m", 1, width="5m", replicas=[name])
+        f.restart(name, f"{t}m", down="4m")
         f.pulse("probe_failures", f"{t + 1}m", 2, width="3m", replicas=[name])
-        for signal in ("request_rate", "requests_running", "queue_waiting", "ttft_p99_seconds"):
-            f.set(signal, f"{t}m", np.nan, replicas=[name], until=f"{t + 4}m")
     f.step("error_ratio", "50m", to=0.04, ramp="2m")
     f.set("replicas_ready", "50m", 4, until="58m")
     f.write(

@@ -193,9 +193,7 @@ def cuda_oom_ends_as_error() -> None:
         t = 50 + 4 * k
         f.set("terminated_error", f"{t}m", 1, replicas=[name])
         f.set("exit_code", f"{t}m", 1, replicas=[name])
-        f.pulse("restarts", f"{t}m", 1, width="5m", replicas=[name])
-        for signal in ("request_rate", "requests_running", "queue_waiting", "ttft_p99_seconds"):
-            f.set(signal, f"{t}m", np.nan, replicas=[name], until=f"{t + 5}m")
+        f.restart(name, f"{t}m", down="5m")
     f.step("error_ratio", "50m", to=0.04, ramp="2m")
     f.set("replicas_ready", "50m", 5, until="62m")
     f.write(

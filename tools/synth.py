@@ -271,6 +271,13 @@ class Fleet:
         """A windowed count such as restarts: `value` for `width` from `at`, zero after."""
         self.set(signal, at, value, replicas, until=_add(at, width))
 
+    def restart(self, replica: str, at: str, down: str, width: str = "5m") -> None:
+        """The replica's container restarts at `at`: one restart counted for `width`, and its
+        engine series silent for `down` while the model loads again."""
+        self.pulse("restarts", at, 1, width=width, replicas=[replica])
+        for signal in ("request_rate", "requests_running", "queue_waiting", "ttft_p99_seconds"):
+            self.set(signal, at, np.nan, replicas=[replica], until=_add(at, down))
+
     def vanish(self, replica: str, at: str) -> None:
         """The replica stops reporting at `at` (its series end with stale markers)."""
         i = self.idx(at)
