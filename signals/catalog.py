@@ -38,8 +38,58 @@ backend's URL, and summed with the engines' would count every request twice."""
 _SERVER_MATCHER = re.compile(r"(?:^|,)\s*server\s*(?:=|!=|=~|!~)")
 
 
+def _number(value: object) -> str:
+    text = repr(float(value))  # type: ignore[arg-type]
+    return text[:-2] if text.endswith(".0") else text
+
+
+def shaped_query(data: Mapping[str, object], view: str) -> str:
+    """The `replica` or `fleet` query template of a shaped source (as a mapping of its fields)."""
+    group = "$replica" if view == "replica" else ""
+    if data.get("histogram") is not None:
+        by = f"sum by (le, {group})" if group else "sum by (le)"
+        return f"histogram_quantile({_number(data['quantile'])}, {by} ({data['histogram']}))"
+
+    def total(expr: object) -> str:
+        return f"sum by ({group}) ({expr})" if group else f"sum({expr})"
+
+    if data.get("sum") is not None:
+        return total(data["sum"])
+    ratio = data["ratio"]
+    if not isinstance(ratio, Ratio):
+        ratio = Ratio.model_validate(ratio)
+    return f"{total(ratio.numerator)} / ({total(ratio.denominator)} > 0)"
+
+
+class Ratio(BaseModel):
+    """A ratio of two sums: `numerator` and `denominator` are what is summed (rates, usually)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    numerator: str = Field(min_length=1)
+    denominator: str = Field(min_length=1)
+
+
+Shape = Literal["histogram", "sum", "ratio"]
+View = Literal["replica", "fleet"]
+
+
 class SourceSpec(BaseModel):
-    """One way to compute a signal: the metrics it needs and its per-replica and fleet queries."""
+    """One way to compute a signal: the metrics it needs and its per-replica and fleet queries.
+
+    The queries are written out (`replica`, `fleet`), or given by their shape, from which
+    both are written (so rules, the audit and `signals check` read the same PromQL) and
+    which tells a live fetch how to compute them client-side from fewer queries:
+
+    - `histogram` (the bucket rates, before any sum) with `quantile`: the quantile per
+      replica and of the merged buckets. Every quantile of one histogram family is then
+      computed from ONE query of bucket rates by `le` and replica;
+    - `sum`: the sum per replica, and the fleet's sum of those;
+    - `ratio`: a ratio of sums per replica and for the fleet (a denominator of 0 gives
+      no sample), computed from the two sums per replica.
+
+    `views` says which of the two a shaped source has (both by default).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,6 +100,45 @@ class SourceSpec(BaseModel):
     deprecated: tuple[str, ...] = ()
     replica: str | None = None
     fleet: str | None = None
+    histogram: str | None = None
+    quantile: float | None = Field(default=None, ge=0, le=1)
+    sum: str | None = None
+    ratio: Ratio | None = None
+    views: tuple[View, ...] = ("replica", "fleet")
+
+    @property
+    def shape(self) -> Shape | None:
+        """Which shape the queries were written from, or None for queries written out."""
+        if self.histogram is not None:
+            return "histogram"
+        if self.sum is not None:
+            return "sum"
+        if self.ratio is not None:
+            return "ratio"
+        return None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _write_shaped(cls, data: object) -> object:
+        """A shaped source gets its `replica` and `fleet` queries written from its shape."""
+        if not isinstance(data, dict):
+            return data
+        shapes = [k for k in ("histogram", "sum", "ratio") if data.get(k) is not None]
+        if not shapes:
+            if "views" in data:
+                raise ValueError("views is for a source given by its shape (histogram, sum or ratio)")
+            return data
+        if len(shapes) > 1:
+            raise ValueError(f"give one shape, not {' and '.join(shapes)}")
+        if data.get("replica") is not None or data.get("fleet") is not None:
+            raise ValueError(f"a source given by its shape ({shapes[0]}) has its queries written for it")
+        if shapes[0] == "histogram" and not isinstance(data.get("quantile"), int | float):
+            raise ValueError("a histogram source needs quantile: a number from 0 to 1")
+        if shapes[0] != "histogram" and data.get("quantile") is not None:
+            raise ValueError("quantile is for a histogram source")
+        views = data.get("views", ("replica", "fleet"))
+        written = {view: shaped_query(data, view) for view in ("replica", "fleet")}
+        return {**data, **{view: text for view, text in written.items() if view in views}}
 
     @model_validator(mode="after")
     def _complete(self) -> SourceSpec:

@@ -18,7 +18,9 @@ from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, re
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
+from signals.plan import Plan, ViewPlan, answer, compute, plan_round
 from signals.prometheus import PrometheusSource, QueryResult
+from signals.recorded import recorded_plans, usable
 from signals.timeparse import format_instant
 from signals.vocabulary import REPLICA_LABEL, SIGNALS
 
@@ -34,6 +36,8 @@ class SignalStatus:
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     deprecated_in_use: tuple[str, ...] = ()
+    recorded: tuple[str, ...] = ()
+    """The views read from the series `triage rules` records (`signals.recorded`)."""
 
     @property
     def blind(self) -> bool:
@@ -47,7 +51,10 @@ class FetchReport:
     server: str
     statuses: dict[str, SignalStatus]
     queries: dict[str, str] = field(default_factory=dict)
+    """`signal/view` -> the PromQL the view stands for (a recorded series' name where one was read)."""
     http_requests: int = 0
+    sent: int = 0
+    """Distinct queries sent (a histogram family's bucket rates serve all its quantiles and views)."""
 
     def problems(self) -> dict[str, str]:
         """Signal -> one-line reason, for signals that could not be read or came back partial."""
@@ -178,18 +185,41 @@ def fetch_frame(
     lookback: float,
     step: float,
 ) -> tuple[SignalFrame, FetchReport]:
-    """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read."""
+    """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read.
+
+    The round sends the plan's queries (`signals.plan`), reading a view's recorded series
+    instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
+    series turn out absent or stale are read from the raw catalog in a second round.
+    """
     names = prometheus.metric_names()
     resolutions = resolve(catalog, names, options.engine)
-    queries = build_queries(resolutions, options)
-    if not queries:
+    plan = plan_round(resolutions, options)
+    if not plan.views:
         raise SignalError(
             f"{prometheus.url}: none of the catalog's metrics exist there "
             f"({len(names)} metric names); check the URL and the selector"
         )
-    results = prometheus.range_queries(queries, at - lookback, at, step)
+    start = at - lookback
+    grid = start + step * np.arange(round(lookback / step) + 1, dtype=np.float64)
+    recorded = recorded_plans(resolutions, options, names)
+    first = Plan({key: recorded.get(key, view) for key, view in plan.views.items()})
+    answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step))
+    results: dict[str, QueryResult] = {}
+    fallback: dict[str, ViewPlan] = {}
+    for key, view in first.views.items():
+        if key not in recorded:
+            results[key] = compute(view, answers, grid, step)
+        elif (read := usable(view, answers[view.reads[0]], grid[0], grid[-1])) is not None:
+            results[key] = read
+        else:
+            fallback[key] = plan.views[key]
+    if fallback:
+        raw = Plan(fallback)
+        missing = [q for q in raw.queries if q not in answers]
+        answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step))
+        results.update(answer(raw, answers, grid, step))
     scopes = query_scopes(resolutions, options)
-    frame, problems = frame_from_round(results, at - lookback, at, step, options, prometheus.url, scopes)
+    frame, problems = frame_from_round(results, start, at, step, options, prometheus.url, scopes)
     statuses: dict[str, SignalStatus] = {}
     for name in SIGNALS:
         res = resolutions[name]
@@ -206,6 +236,11 @@ def fetch_frame(
             problems=tuple(problems.get(name, [])),
             warnings=warnings,
             deprecated_in_use=res.deprecated_in_use,
+            recorded=tuple(
+                v for v in ("replica", "fleet") if f"{name}/{v}" in recorded and f"{name}/{v}" not in fallback
+            ),
         )
-    requests = 1 + sum(r.http_requests for r in results.values())
-    return frame, FetchReport(prometheus.url, statuses, queries, requests)
+    requests = 1 + sum(r.http_requests for r in answers.values())
+    queries = {key: view.query for key, view in first.views.items() if key not in fallback}
+    queries.update({key: view.query for key, view in fallback.items()})
+    return frame, FetchReport(prometheus.url, statuses, queries, requests, len(answers))

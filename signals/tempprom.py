@@ -175,7 +175,8 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 class TemporaryPrometheus:
     """A real Prometheus over backfilled data, for one `with` block.
 
-    `openmetrics` is the text from `to_openmetrics` (or None for an empty server);
+    `openmetrics` is the text from `to_openmetrics`, or a path to a file of it (a large
+    fleet's, written in pieces), or None for an empty server;
     `rule_files` are passed in the config as given. `scrape_configs` are jobs in the form
     of Prometheus' configuration file (none by default: a replay scrapes nothing), written
     as JSON, which YAML reads as is. On enter: a temp dir, promtool
@@ -190,7 +191,7 @@ class TemporaryPrometheus:
 
     def __init__(
         self,
-        openmetrics: str | None = None,
+        openmetrics: str | os.PathLike[str] | None = None,
         *,
         rule_files: Sequence[str | os.PathLike[str]] = (),
         startup_timeout: float = 30.0,
@@ -245,7 +246,9 @@ class TemporaryPrometheus:
         try:
             data = self._dir / "data"
             data.mkdir()
-            if self._openmetrics is not None and self._openmetrics.strip() not in ("", "# EOF"):
+            if isinstance(self._openmetrics, os.PathLike):
+                self._backfill(promtool, data, Path(self._openmetrics))
+            elif self._openmetrics is not None and self._openmetrics.strip() not in ("", "# EOF"):
                 self._backfill(promtool, data)
             config = self._dir / "prometheus.yml"
             config.write_text(self._config(), encoding="utf-8")
@@ -264,10 +267,11 @@ class TemporaryPrometheus:
             lines.extend(f"  - {_yaml_quote(path)}" for path in self._rule_files)
         return "\n".join(lines) + "\n"
 
-    def _backfill(self, promtool: str, data: Path) -> None:
+    def _backfill(self, promtool: str, data: Path, source: Path | None = None) -> None:
         assert self._dir is not None and self._openmetrics is not None
-        source = self._dir / "series.om"
-        source.write_text(self._openmetrics, encoding="utf-8")
+        if source is None:
+            source = self._dir / "series.om"
+            source.write_text(str(self._openmetrics), encoding="utf-8")
         log = self._dir / "promtool.log"
         try:
             with log.open("wb") as out:
@@ -324,6 +328,59 @@ class TemporaryPrometheus:
         raise TemporaryPrometheusError(
             f"prometheus not ready after {self._startup_timeout:g}s on {url}:\n{_tail(log)}"
         )
+
+    def backfill_rules(
+        self, rule_file: str | os.PathLike[str], start: float, end: float, interval: float
+    ) -> None:
+        """Evaluate the recording rules of `rule_file` over [start, end] into new blocks
+        (`promtool tsdb create-blocks-from rules`, against this server), then restart on the
+        data with them, the rule file loaded: as if the rules had been evaluated all along.
+
+        promtool evaluates each rule on its own, so rules that read another rule's series
+        of the same file are not supported (the rules of one fleet, without fleet labels, are
+        what this serves).
+        """
+        prometheus, promtool = find_binaries()
+        directory = self.directory
+        blocks = directory / "rule-blocks"
+        log = directory / "promtool-rules.log"
+        with log.open("wb") as out:
+            result = subprocess.run(
+                [
+                    promtool,
+                    "tsdb",
+                    "create-blocks-from",
+                    "rules",
+                    "--quiet",
+                    f"--start={int(start)}",
+                    f"--end={math.ceil(end)}",
+                    f"--url={self.url}",
+                    f"--output-dir={blocks}",
+                    f"--eval-interval={max(1, round(interval))}s",
+                    str(Path(rule_file).resolve()),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=max(self._startup_timeout, 600.0),
+                check=False,
+            )
+        if result.returncode != 0:
+            raise TemporaryPrometheusError(
+                f"promtool tsdb create-blocks-from rules failed (exit {result.returncode}):\n{_tail(log)}"
+            )
+        process, self._process, self._url = self._process, None, None
+        if process is not None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=self._stop_timeout)
+        data = directory / "data"
+        for block in blocks.iterdir():
+            shutil.move(str(block), data / block.name)
+        self._rule_files.append(str(Path(rule_file).resolve()))
+        config = directory / "prometheus.yml"
+        config.write_text(self._config(), encoding="utf-8")
+        for attempt in range(3):
+            if self._launch(prometheus, config, data, last_attempt=attempt == 2):
+                return
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after `stop_timeout`; then remove the temp dir. Idempotent."""

@@ -330,16 +330,16 @@ def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
 ) -> None:
     from signals.catalog import QueryOptions, load_catalog, render
 
+    from signals.plan import view_plan
+
+    # A histogram family is ONE query of bucket rates, read by both quantiles and both views.
     tpot = load_catalog().sources["tpot_p99_seconds"][0]
-    assert tpot.replica is not None and tpot.fleet is not None
     options = QueryOptions(selector='job="vllm"')
-    slow = {
-        render(tpot.replica, options): [Reply.stalled(30)],
-        render(tpot.fleet, options): [Reply.stalled(30)],
-    }
+    (family,) = {q for view in ("replica", "fleet") for q in view_plan("x", tpot, view, options).reads}
+    slow = {family: [Reply.stalled(30)]}
     warned = load_catalog().sources["requests_running"][0]
-    assert warned.fleet is not None
-    slow[render(warned.fleet, options)] = [Reply.success([], warnings=["results truncated due to limit"])]
+    (running,) = view_plan("x", warned, "fleet", options).reads
+    slow[running] = [Reply.success([], warnings=["results truncated due to limit"])]
     import time as clock
 
     started = clock.monotonic()
@@ -351,6 +351,7 @@ def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     assert "timeout" in data["signal_problems"]["tpot_p99_seconds"]
     assert "partial data: results truncated" in data["signal_problems"]["requests_running"]
     assert "tpot_p99_seconds" in data["missing_signals"]
+    assert "timeout" in data["signal_problems"]["tpot_p50_seconds"]
     assert data["causes"][0]["cause"] == "kv_pressure"  # the rest of the round still answers
 
 

@@ -1,0 +1,234 @@
+"""The plan of one fetch round: the fewest queries that answer every signal view, and the math
+that turns their answers into each view's series.
+
+A diagnosis needs, per signal, a per-replica view and a fleet view. Asked as written,
+every histogram family is evaluated four times (P50 and P99, per replica and for the fleet)
+and every fleet sum twice. A shaped source (`signals.catalog.SourceSpec.shape`) says how its
+views are made, so the plan asks Prometheus once per underlying sum and computes the rest
+here:
+
+- a histogram family: ONE query of bucket rates `sum by (le, <replica>)`; every quantile of
+  every view is `signals.quantile.bucket_quantile` of those buckets, the fleet's of the
+  buckets merged over replicas;
+- a sum: `sum by (<replica>)`; the fleet's is the sum of the replicas';
+- a ratio: the numerator's and the denominator's `sum by (<replica>)`, shared with any other
+  signal that sums the same thing (vLLM's request counter is the denominator of three).
+
+Merging keeps the series that lack the replica label (Prometheus groups them under an empty
+value), so a fleet view computed here sums exactly what `sum(...)` would. A source written out
+as PromQL is sent as it is. Each view's answer keeps the PromQL it stands for, so the report
+and the errors read as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from signals.catalog import QueryOptions, Resolution, SourceSpec, render
+from signals.prometheus import QueryResult, SeriesData
+from signals.quantile import bucket_quantile, parse_le
+
+Array = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    """How one `signal/view` is answered: the queries it reads and the computation over them."""
+
+    key: str
+    query: str
+    """The PromQL the view stands for (the catalog's, as rendered): shown in reports and errors."""
+    reads: tuple[str, ...]
+    """The queries sent for it (a shaped view's underlying sums; else its own query)."""
+    shape: str | None = None
+    replica_label: str = ""
+    quantile: float | None = None
+    merge: bool = False
+    """Fleet view computed from per-replica answers (merged over the replica label)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    views: dict[str, ViewPlan] = field(default_factory=dict)
+
+    @property
+    def queries(self) -> list[str]:
+        """The distinct queries the round sends, in a stable order."""
+        return list(dict.fromkeys(q for v in self.views.values() for q in v.reads))
+
+
+def _sum_template(expr: str, replica: bool, le: bool = False) -> str:
+    labels = [*(["le"] if le else []), *(["$replica"] if replica else [])]
+    return f"sum by ({', '.join(labels)}) ({expr})" if labels else f"sum({expr})"
+
+
+def view_plan(key: str, spec: SourceSpec, view: str, options: QueryOptions) -> ViewPlan:
+    """The plan of one view of a resolved source."""
+    template = spec.replica if view == "replica" else spec.fleet
+    assert template is not None
+    query = render(template, options, spec.exporter)
+    shape = spec.shape
+    if shape is None:
+        return ViewPlan(key, query, (query,))
+    per_replica = spec.replica is not None
+    label = options.scope(spec.exporter).replica_label
+
+    def sent(expr: str, le: bool = False) -> str:
+        return render(_sum_template(expr, per_replica, le), options, spec.exporter)
+
+    if shape == "histogram":
+        assert spec.histogram is not None
+        reads: tuple[str, ...] = (sent(spec.histogram, le=True),)
+    elif shape == "sum":
+        assert spec.sum is not None
+        reads = (sent(spec.sum),)
+    else:
+        assert spec.ratio is not None
+        reads = (sent(spec.ratio.numerator), sent(spec.ratio.denominator))
+    if shape == "sum" and view == "replica":
+        # The per-replica sum IS the query sent: answered as it is.
+        return ViewPlan(key, query, reads)
+    return ViewPlan(
+        key,
+        query,
+        reads,
+        shape=shape,
+        replica_label=label if per_replica else "",
+        quantile=spec.quantile,
+        merge=view == "fleet" and per_replica,
+    )
+
+
+def plan_round(resolutions: Mapping[str, Resolution], options: QueryOptions) -> Plan:
+    """Every resolved view of every signal, planned."""
+    views: dict[str, ViewPlan] = {}
+    for name, res in resolutions.items():
+        for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
+            if spec is None or (spec.replica if view == "replica" else spec.fleet) is None:
+                continue
+            key = f"{name}/{view}"
+            views[key] = view_plan(key, spec, view, options)
+    return Plan(views)
+
+
+# ------------------------------------------------------------------ computing the views
+
+
+def _dense(series: Iterable[SeriesData], grid: Array, step: float) -> list[tuple[dict[str, str], Array]]:
+    out = []
+    for labels, times, values in series:
+        row = np.full(len(grid), np.nan)
+        t = np.asarray(times, dtype=np.float64)
+        if len(t):
+            index = np.rint((t - grid[0]) / step).astype(np.int64)
+            keep = (index >= 0) & (index < len(grid))
+            row[index[keep]] = np.asarray(values, dtype=np.float64)[keep]
+        out.append(({k: v for k, v in labels.items() if k != "__name__"}, row))
+    return out
+
+
+def _sparse(labels: Mapping[str, str], row: Array, grid: Array, present: Mask) -> SeriesData:
+    return dict(labels), grid[present], row[present]
+
+
+def _total(rows: Sequence[Array]) -> tuple[Array, Mask]:
+    """Sum of the present values per step; a step where no row has a sample has none."""
+    stack = np.vstack(rows)
+    present = ~np.isnan(stack)
+    total: Array = np.where(present, stack, 0.0).sum(axis=0)
+    seen: Mask = np.any(present, axis=0)
+    return total, seen
+
+
+def _groups(
+    rows: Sequence[tuple[dict[str, str], Array]], label: str
+) -> dict[str, list[tuple[dict[str, str], Array]]]:
+    """Rows by the value of the replica label ("" where a series lacks it, as Prometheus groups)."""
+    out: dict[str, list[tuple[dict[str, str], Array]]] = {}
+    for labels, row in rows:
+        out.setdefault(labels.get(label, ""), []).append((labels, row))
+    return out
+
+
+def _quantile_rows(q: float, rows: Sequence[tuple[dict[str, str], Array]]) -> tuple[Array, Mask]:
+    """Prometheus's `histogram_quantile(q, ...)` over the bucket rows of one group."""
+    by_le: dict[str, list[Array]] = {}
+    for labels, row in rows:
+        by_le.setdefault(labels.get("le", ""), []).append(row)
+    uppers, counts = [], []
+    for le, members in by_le.items():
+        upper = parse_le(le)
+        if upper is None:
+            continue
+        total, present = _total(members)
+        uppers.append(upper)
+        counts.append(np.where(present, total, np.nan))
+    if not uppers:
+        return np.array([]), np.zeros(0, dtype=bool)
+    matrix = np.vstack(counts)
+    present = ~np.isnan(matrix).all(axis=0)
+    return bucket_quantile(q, np.asarray(uppers, dtype=np.float64), matrix), present
+
+
+def compute(plan: ViewPlan, answers: Mapping[str, QueryResult], grid: Array, step: float) -> QueryResult:
+    """The view's answer from the answers to the queries it reads, as Prometheus would give it."""
+    read = [answers[q] for q in plan.reads]
+    warnings = list(dict.fromkeys(w for r in read for w in r.warnings))
+    failed = next((r for r in read if r.error is not None), None)
+    if failed is not None:
+        return QueryResult(plan.query, [], warnings, failed.error, 0, failed.error_kind)
+    if plan.shape is None:
+        only = read[0]
+        return QueryResult(plan.query, only.series, warnings, None, 0, None, only.infos)
+    label = plan.replica_label
+    out: list[SeriesData] = []
+    if plan.shape == "histogram":
+        assert plan.quantile is not None
+        rows = _dense(read[0].series, grid, step)
+        groups = _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
+        for name, members in groups.items():
+            values, present = _quantile_rows(plan.quantile, members)
+            labels = {label: name} if name and not plan.merge else {}
+            if present.any():
+                out.append(_sparse(labels, values, grid, present))
+    elif plan.shape == "sum":
+        rows = _dense(read[0].series, grid, step)
+        if rows:
+            values, present = _total([r for _, r in rows])
+            if present.any():
+                out.append(_sparse({}, values, grid, present))
+    else:
+        numerators = _dense(read[0].series, grid, step)
+        denominators = _dense(read[1].series, grid, step)
+        if plan.merge or not label:
+            pairs: list[tuple[dict[str, str], Array, Array]] = []
+            if numerators and denominators:
+                n, n_present = _total([r for _, r in numerators])
+                d, d_present = _total([r for _, r in denominators])
+                pairs.append(({}, np.where(n_present, n, np.nan), np.where(d_present, d, np.nan)))
+        else:
+            by_n = {labels.get(label, ""): row for labels, row in numerators}
+            pairs = [
+                ({label: name} if name else {}, by_n[name], row)
+                for labels, row in denominators
+                if (name := labels.get(label, "")) in by_n
+            ]
+        for labels, n_row, d_row in pairs:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                values = n_row / d_row
+            present = ~np.isnan(n_row) & ~np.isnan(d_row) & (d_row > 0)
+            if present.any():
+                out.append(_sparse(labels, values, grid, present))
+    return QueryResult(plan.query, out, warnings, None, 0, None)
+
+
+def answer(
+    plan: Plan, answers: Mapping[str, QueryResult], grid: Array, step: float
+) -> dict[str, QueryResult]:
+    """Every view of the plan, from the answers to `plan.queries`."""
+    return {key: compute(view, answers, grid, step) for key, view in plan.views.items()}
