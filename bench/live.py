@@ -146,12 +146,16 @@ def refresh(url: str, queries: list[str], at: float) -> int:
 
 
 def diagnosis(url: str, at: float) -> tuple[str | None, FetchReport]:
+    from triage.core.reads import replica_reads
     from triage.core.walk import diagnose
     from triage.sources import load_graph
 
+    graph = load_graph()
     with PrometheusSource(url, timeout=30.0) as source:
-        frame, report = fetch_frame(source, load_catalog(), QueryOptions(), at, LOOKBACK, STEP)
-    found = diagnose(load_graph(), frame, "tpot_slow", frame.end)
+        frame, report = fetch_frame(
+            source, load_catalog(), QueryOptions(), at, LOOKBACK, STEP, replica_reads(graph.knowledge)
+        )
+    found = diagnose(graph, frame, "tpot_slow", frame.end)
     return (found.causes[0].cause if found.causes else None), report
 
 

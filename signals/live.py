@@ -9,7 +9,7 @@ reason is kept in the report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -184,8 +184,12 @@ def fetch_frame(
     at: float,
     lookback: float,
     step: float,
+    replica_histograms: Collection[str] | None = None,
 ) -> tuple[SignalFrame, FetchReport]:
     """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read.
+
+    `replica_histograms` names the histogram signals wanted per replica (a diagnosis: those
+    its checks read per replica, `triage.core.reads`); None fetches every view.
 
     The round sends the plan's queries (`signals.plan`), reading a view's recorded series
     instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
@@ -193,7 +197,7 @@ def fetch_frame(
     """
     names = prometheus.metric_names()
     resolutions = resolve(catalog, names, options.engine)
-    plan = plan_round(resolutions, options)
+    plan = plan_round(resolutions, options, replica_histograms)
     if not plan.views:
         raise SignalError(
             f"{prometheus.url}: none of the catalog's metrics exist there "

@@ -22,7 +22,7 @@ and the errors read as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +50,8 @@ class ViewPlan:
     quantile: float | None = None
     merge: bool = False
     """Fleet view computed from per-replica answers (merged over the replica label)."""
+    grouping: tuple[str, ...] = ()
+    """The labels a recorded view's series are kept with (`signals.recorded`)."""
 
 
 @dataclass(frozen=True)
@@ -67,15 +69,23 @@ def _sum_template(expr: str, replica: bool, le: bool = False) -> str:
     return f"sum by ({', '.join(labels)}) ({expr})" if labels else f"sum({expr})"
 
 
-def view_plan(key: str, spec: SourceSpec, view: str, options: QueryOptions) -> ViewPlan:
-    """The plan of one view of a resolved source."""
+def view_plan(
+    key: str, spec: SourceSpec, view: str, options: QueryOptions, per_replica: bool | None = None
+) -> ViewPlan:
+    """The plan of one view of a resolved source.
+
+    `per_replica` False plans a shaped fleet view from the fleet's own sums even where the
+    source has a per-replica view (a histogram whose per-replica quantiles nobody reads:
+    its buckets summed by `le` alone are a few series, by replica hundreds).
+    """
     template = spec.replica if view == "replica" else spec.fleet
     assert template is not None
     query = render(template, options, spec.exporter)
     shape = spec.shape
     if shape is None:
         return ViewPlan(key, query, (query,))
-    per_replica = spec.replica is not None
+    if per_replica is None or spec.replica is None:
+        per_replica = spec.replica is not None
     label = options.scope(spec.exporter).replica_label
 
     def sent(expr: str, le: bool = False) -> str:
@@ -83,7 +93,13 @@ def view_plan(key: str, spec: SourceSpec, view: str, options: QueryOptions) -> V
 
     if shape == "histogram":
         assert spec.histogram is not None
-        reads: tuple[str, ...] = (sent(spec.histogram, le=True),)
+        # Per replica, the bucket rates are sent as they are and summed by (le, replica) here:
+        # Prometheus would spend as much again on that grouping as on the rates.
+        reads: tuple[str, ...] = (
+            (render(spec.histogram, options, spec.exporter),)
+            if per_replica
+            else (sent(spec.histogram, le=True),)
+        )
     elif shape == "sum":
         assert spec.sum is not None
         reads = (sent(spec.sum),)
@@ -104,15 +120,37 @@ def view_plan(key: str, spec: SourceSpec, view: str, options: QueryOptions) -> V
     )
 
 
-def plan_round(resolutions: Mapping[str, Resolution], options: QueryOptions) -> Plan:
-    """Every resolved view of every signal, planned."""
+def plan_round(
+    resolutions: Mapping[str, Resolution],
+    options: QueryOptions,
+    replica_histograms: Collection[str] | None = None,
+) -> Plan:
+    """Every resolved view of every signal, planned.
+
+    `replica_histograms`, when given, names the histogram signals whose per-replica views
+    are wanted; the others are planned for the fleet alone (their per-replica buckets are
+    most of what Prometheus would otherwise encode). None: every view.
+    """
+    per_replica_families = {
+        render(spec.histogram, options, spec.exporter)
+        for name, res in resolutions.items()
+        if (spec := res.replica) is not None and spec.histogram is not None
+        if replica_histograms is None or name in replica_histograms
+    }
     views: dict[str, ViewPlan] = {}
     for name, res in resolutions.items():
         for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
             if spec is None or (spec.replica if view == "replica" else spec.fleet) is None:
                 continue
+            # A family fetched per replica for one signal serves all its quantiles at no cost.
+            wanted = (
+                spec.histogram is None
+                or render(spec.histogram, options, spec.exporter) in per_replica_families
+            )
+            if view == "replica" and not wanted:
+                continue
             key = f"{name}/{view}"
-            views[key] = view_plan(key, spec, view, options)
+            views[key] = view_plan(key, spec, view, options, per_replica=None if wanted else False)
     return Plan(views)
 
 

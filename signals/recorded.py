@@ -1,22 +1,24 @@
 """The `triage:*` series that `triage rules` records, read before the raw catalog.
 
-A Prometheus that evaluates the rules of `triage rules` already holds every shaped signal
-(`signals.catalog.SourceSpec.shape`: histogram quantiles, sums, ratios of sums) as
-`triage:<signal>` (the fleet's view) and `triage:<signal>:replica` (per replica, beside
-the fleet labels). Reading those costs Prometheus a lookup instead of a rate over every
-bucket. A view is read this way only when:
+A Prometheus that evaluates the rules of `triage rules` already holds every signal as
+`triage:<signal>` (the fleet's view) and `triage:<signal>:replica` (per replica), grouped
+as the catalog's queries group, beside the fleet labels. Reading those costs Prometheus a
+lookup instead of rates over every bucket. The views of one kind and one scope are read by
+ONE query (a regular expression on the metric name). A view is read this way only when:
 
-- its name is among the server's metric names;
-- the catalog resolves the signal to a shaped source of the engines or the edge (their
-  views group by the replica label alone, and they carry the fleet labels, so the
-  recorded series can be scoped by the same matchers as the raw ones);
-- what comes back covers the window: a sample at its first and at its last step (a rule
-  added an hour ago, or one no longer evaluated, is stale for a two-hour window), and, for
-  the fleet view, exactly one series (with several, the recorded fleets are not the one
-  being diagnosed, e.g. an unscoped diagnosis of a Prometheus with many fleets).
+- its name is among the server's metric names, and the catalog resolves the signal on this
+  server (kube-state-metrics' Endpoints addresses aside, which the rules do not record per
+  fleet);
+- the recorded series match the view's own scope (the same matchers: a recorded series
+  lacks the labels a fleet's GPU or pod matchers name, and so is not read for a fleet
+  scoped that way) and carry the labels the view groups by;
+- they cover the window: a sample at its first and at its last step (a rule added an hour
+  ago, or one no longer evaluated, is stale for a two-hour window);
+- the fleet view holds one series per group (with more, several recorded fleets answered:
+  an unscoped diagnosis of a Prometheus with many fleets).
 
-Anything else counts as absent and that view is read from the raw catalog. The fleet
-labels a recorded series carries are dropped, so the views read as the raw ones do.
+Anything else counts as absent and that view is read from the raw catalog. Only the labels
+the view groups by are kept (the fleet labels dropped), so the views read as the raw ones.
 """
 
 from __future__ import annotations
@@ -26,11 +28,26 @@ from collections.abc import Mapping
 
 from signals.catalog import QueryOptions, Resolution, render
 from signals.plan import ViewPlan
-from signals.prometheus import QueryResult
+from signals.prometheus import QueryResult, SeriesData
 
 RECORD_PREFIX = "triage:"
 REPLICA_SUFFIX = ":replica"
-READ_EXPORTERS = frozenset({"engine", "gateway"})
+UNRECORDED_EXPORTERS = frozenset({"kube_endpoint"})
+_REPLICA_GROUPING = re.compile(r"\bby\s*\(([^()]*\$replica[^()]*)\)")
+_OUTER_GROUPING = re.compile(r"^\W*[a-z_]+\s+by\s*\(([^()]*)\)")
+
+
+def grouping(template: str, view: str, replica_label: str) -> tuple[str, ...]:
+    """The labels a view's answer carries: those its aggregation naming `$replica` groups by per
+    replica, the outermost one's for the fleet (none without a `by`); never `le`, which a
+    quantile consumes."""
+    found = (_REPLICA_GROUPING.search if view == "replica" else _OUTER_GROUPING.match)(template)
+    if found is None:
+        return ()
+    labels = (label.strip() for label in found.group(1).split(","))
+    return tuple(
+        replica_label if label == "$replica" else label for label in labels if label not in ("", "le")
+    )
 
 
 def record_name(signal: str, view: str) -> str:
@@ -41,50 +58,50 @@ def record_name(signal: str, view: str) -> str:
 def recorded_plans(
     resolutions: Mapping[str, Resolution], options: QueryOptions, names: set[str]
 ) -> dict[str, ViewPlan]:
-    """`signal/view` -> the plan reading its recorded series, for every view that has one.
-
-    The views of one kind (replica or fleet) and one scope are read by ONE query, a regular
-    expression on the metric name, and told apart by it.
-    """
-    wanted: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    """`signal/view` -> the plan reading its recorded series, for every view that has one."""
+    wanted: dict[tuple[str, str], list[tuple[str, str, str, tuple[str, ...]]]] = {}
     for signal, res in resolutions.items():
         for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
             name = record_name(signal, view)
-            if spec is None or spec.shape is None or spec.exporter not in READ_EXPORTERS or name not in names:
+            if spec is None or spec.exporter in UNRECORDED_EXPORTERS or name not in names:
                 continue
+            template = spec.replica if view == "replica" else spec.fleet
+            assert template is not None
             label = options.scope(spec.exporter).replica_label if view == "replica" else ""
             selector = render("{$sel}", options, spec.exporter)
-            wanted.setdefault((selector, label), []).append((signal, view, name))
+            labels = grouping(template, view, label)
+            wanted.setdefault((selector, label), []).append((signal, view, name, labels))
     out: dict[str, ViewPlan] = {}
     for (selector, label), members in wanted.items():
-        pattern = "|".join(re.escape(name) for _, _, name in members)
+        pattern = "|".join(re.escape(name) for _, _, name, _ in members)
         matchers = ",".join(m for m in (f'__name__=~"{pattern}"', selector.strip("{}")) if m)
         batch = "{" + matchers + "}"
-        for signal, view, name in members:
+        for signal, view, name, labels in members:
             key = f"{signal}/{view}"
-            out[key] = ViewPlan(key, name + selector, (batch,), replica_label=label)
+            out[key] = ViewPlan(key, name + selector, (batch,), replica_label=label, grouping=labels)
     return out
 
 
 def usable(plan: ViewPlan, result: QueryResult, first: float, last: float) -> QueryResult | None:
-    """The recorded answer of one view (out of its batch) reduced to the raw view's labels, or
-    None when it counts as absent."""
+    """The recorded answer of one view (out of its batch) reduced to the labels the view groups
+    by, or None when it counts as absent."""
     if result.error is not None:
         return None
     name = plan.query.split("{", 1)[0]
-    label = plan.replica_label
-    kept = []
+    kept: dict[tuple[str, ...], SeriesData] = {}
     for labels, times, values in result.series:
         if labels.get("__name__") != name or not len(times):
             continue
-        if label:
-            if label not in labels:
-                continue
-            kept.append(({label: labels[label]}, times, values))
-        else:
-            kept.append(({}, times, values))
-    if not kept or (not label and len(kept) > 1):
+        if any(label not in labels for label in plan.grouping):
+            return None
+        group = tuple(labels[label] for label in plan.grouping)
+        if group in kept:
+            if not plan.replica_label:
+                return None  # one fleet view answered by several recorded fleets
+            continue
+        kept[group] = (dict(zip(plan.grouping, group, strict=True)), times, values)
+    if not kept:
         return None
-    if min(t[0] for _, t, _ in kept) > first or max(t[-1] for _, t, _ in kept) < last:
+    if min(t[0] for _, t, _ in kept.values()) > first or max(t[-1] for _, t, _ in kept.values()) < last:
         return None
-    return QueryResult(plan.query, kept, result.warnings, None, 0, None, result.infos)
+    return QueryResult(plan.query, list(kept.values()), result.warnings, None, 0, None, result.infos)

@@ -328,8 +328,7 @@ def test_bad_live_options_are_exit_2(args: list[str], capsys: pytest.CaptureFixt
 def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     prometheus: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from signals.catalog import QueryOptions, load_catalog, render
-
+    from signals.catalog import QueryOptions, load_catalog
     from signals.plan import view_plan
 
     # A histogram family is ONE query of bucket rates, read by both quantiles and both views.

@@ -113,12 +113,16 @@ def test_one_family_query_serves_both_quantiles_and_views() -> None:
     ttft = [
         plan.views[f"{s}/{v}"] for s in ("ttft_p50_seconds", "ttft_p99_seconds") for v in ("replica", "fleet")
     ]
+    # Per replica, the bucket rates themselves (summed by le and replica client-side).
     assert {view.reads for view in ttft} == {
-        (
-            "sum by (le, instance) (rate(vllm:time_to_first_token_seconds_bucket"
-            '{namespace="llm",server=""}[5m]))',
-        )
+        ('rate(vllm:time_to_first_token_seconds_bucket{namespace="llm",server=""}[5m])',)
     }
     assert [view.merge for view in ttft] == [False, True, False, True]
     # The views still stand for the catalog's own PromQL (reports and errors show it).
     assert ttft[1].query.startswith("histogram_quantile(0.5, sum by (le) (")
+    # A diagnosis that reads no TTFT per replica asks for the fleet's buckets alone.
+    fleet_only = plan_round(resolve(catalog, names), options, replica_histograms={"tpot_p99_seconds"})
+    assert "ttft_p99_seconds/replica" not in fleet_only.views
+    assert fleet_only.views["ttft_p99_seconds/fleet"].reads == (
+        'sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="llm",server=""}[5m]))',
+    )

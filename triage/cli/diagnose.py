@@ -21,6 +21,7 @@ from triage.cli import common, sourceargs
 from triage.cli.alertfile import read_alert
 from triage.core.escape import printable
 from triage.core.model import AUTO, Diagnosis
+from triage.core.reads import replica_reads
 from triage.core.render import to_json, to_markdown, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import fixture_symptom
@@ -123,7 +124,9 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
 
     def one(fleet: Fleet | None) -> Diagnosis:
         scoped = scoped_options(fleet, options) if fleet is not None else options
-        frame, report = fetch_frame(prometheus, cat, scoped, at, lookback, step)
+        frame, report = fetch_frame(
+            prometheus, cat, scoped, at, lookback, step, replica_reads(graph.knowledge)
+        )
         found = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
         return replace(
             found,

@@ -43,6 +43,7 @@ from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
 from triage.core.graph import TriageGraph, build_graph
 from triage.core.model import AUTO
+from triage.core.reads import replica_reads
 from triage.core.render import to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.service.fetches import Breaker, Remembered, SharedFetches
@@ -128,6 +129,7 @@ class Diagnoser:
         fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS,
     ) -> None:
         self.graph = graph
+        self.replica_reads = replica_reads(graph.knowledge)
         self.catalog = catalog
         self.options = options
         self.fetch = fetch
@@ -159,7 +161,9 @@ class Diagnoser:
 
             def fetch() -> tuple[SignalFrame, FetchReport]:
                 lookback = self.fetch.lookback + self.fetch.span
-                return fetch_frame(source, self.catalog, scoping.options, end, lookback, self.fetch.step)
+                return fetch_frame(
+                    source, self.catalog, scoping.options, end, lookback, self.fetch.step, self.replica_reads
+                )
 
             (frame, report), fetched = self.frames.get((scoping.key, end), fetch)
         except SignalError as exc:
