@@ -205,7 +205,7 @@ def fetch_frame(
         )
     start = at - lookback
     grid = start + step * np.arange(round(lookback / step) + 1, dtype=np.float64)
-    recorded = recorded_plans(resolutions, options, names)
+    recorded = recorded_plans(resolutions, options, names, plan.views)
     first = Plan({key: recorded.get(key, view) for key, view in plan.views.items()})
     answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step))
     results: dict[str, QueryResult] = {}

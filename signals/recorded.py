@@ -24,7 +24,7 @@ the view groups by are kept (the fleet labels dropped), so the views read as the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from signals.catalog import QueryOptions, Resolution, render
 from signals.plan import ViewPlan
@@ -56,13 +56,16 @@ def record_name(signal: str, view: str) -> str:
 
 
 def recorded_plans(
-    resolutions: Mapping[str, Resolution], options: QueryOptions, names: set[str]
+    resolutions: Mapping[str, Resolution], options: QueryOptions, names: set[str], keys: Collection[str]
 ) -> dict[str, ViewPlan]:
-    """`signal/view` -> the plan reading its recorded series, for every view that has one."""
+    """`signal/view` -> the plan reading its recorded series, for every view of `keys` (the round's
+    plan) that has one."""
     wanted: dict[tuple[str, str], list[tuple[str, str, str, tuple[str, ...]]]] = {}
     for signal, res in resolutions.items():
         for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
             name = record_name(signal, view)
+            if f"{signal}/{view}" not in keys:
+                continue
             if spec is None or spec.exporter in UNRECORDED_EXPORTERS or name not in names:
                 continue
             template = spec.replica if view == "replica" else spec.fleet

@@ -96,3 +96,42 @@ def test_recorded_series_that_miss_the_window_are_read_raw(
     assert not any(s.recorded for s in report.statuses.values())
     assert frame.rows("ttft_p99_seconds")
     assert report.queries["ttft_p99_seconds/fleet"].startswith("histogram_quantile(")
+
+
+def test_grouping_of_the_catalog_shapes() -> None:
+    from signals.recorded import grouping
+
+    assert grouping("histogram_quantile(0.99, sum by (le, $replica) (rate(x[5m])))", "replica", "pod") == (
+        "pod",
+    )
+    assert grouping("max by ($replica, gpu) (DCGM_FI_DEV_GPU_TEMP)", "replica", "instance") == (
+        "instance",
+        "gpu",
+    )
+    assert grouping("sum by (tenant) (label_replace(rate(x[5m]), ...))", "fleet", "") == ("tenant",)
+    assert grouping("sum(max by (name) (a) * max by (name) (b))", "fleet", "") == ()
+
+
+def test_a_fleet_view_answered_by_two_fleets_counts_as_absent() -> None:
+    from signals.plan import ViewPlan
+    from signals.prometheus import QueryResult
+    from signals.recorded import usable
+
+    times, values = np.array([0.0, 30.0]), np.array([1.0, 2.0])
+    plan = ViewPlan("x/fleet", 'triage:x{server=""}', ("batch",))
+    one = [({"__name__": "triage:x", "namespace": "a"}, times, values)]
+    two = [*one, ({"__name__": "triage:x", "namespace": "b"}, times, values)]
+    kept = usable(plan, QueryResult("batch", one), 0.0, 30.0)
+    assert kept is not None and kept.series[0][0] == {}
+    assert usable(plan, QueryResult("batch", two), 0.0, 30.0) is None
+    # Stale: no sample at the window's last step.
+    assert usable(plan, QueryResult("batch", one), 0.0, 60.0) is None
+    # Per replica, the replica label is required, and only the grouping labels are kept.
+    per = ViewPlan("x/replica", "triage:x:replica", ("batch",), replica_label="pod", grouping=("pod",))
+    rows = [({"__name__": "triage:x:replica", "pod": "p1", "namespace": "a"}, times, values)]
+    got = usable(per, QueryResult("batch", rows), 0.0, 30.0)
+    assert got is not None and got.series[0][0] == {"pod": "p1"}
+    assert (
+        usable(per, QueryResult("batch", [({"__name__": "triage:x:replica"}, times, values)]), 0.0, 30.0)
+        is None
+    )

@@ -41,7 +41,8 @@ class PrometheusSource(Rounds):
     `metric_names`, `check`), not per request. `bearer_token` and `basic_auth` are
     mutually exclusive; `headers` are added to every request (e.g. `X-Scope-OrgID` for
     Mimir). `ca_bundle` is a CA file for a private CA; `verify=False` disables TLS
-    checks and says so in the log, because it must never happen silently.
+    checks and says so in the log, because it must never happen silently. Replies are asked
+    for uncompressed unless `compress` (see the constructor).
     Bad arguments (a non-http URL, step <= 0, end < start) are programming errors and
     raise `ValueError`, never echoing a credential.
     """
@@ -58,6 +59,7 @@ class PrometheusSource(Rounds):
         verify: bool = True,
         max_retries: int = 2,
         max_workers: int = 8,
+        compress: bool = False,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -85,6 +87,10 @@ class PrometheusSource(Rounds):
 
         session = _DeadlineSession(self.timeout)
         session.headers["Accept"] = "application/json"
+        # Uncompressed unless asked: gzip costs Prometheus about as much CPU as encoding the
+        # JSON it compresses (measured in docs/benchmarks.md), and a diagnosis runs when
+        # Prometheus is needed most. Across a slow link, `compress=True` trades it for bytes.
+        session.headers["Accept-Encoding"] = "gzip" if compress else "identity"
         session.headers.update(headers or {})
         if bearer_token is not None:
             session.headers["Authorization"] = f"Bearer {bearer_token}"

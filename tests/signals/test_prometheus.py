@@ -285,6 +285,19 @@ def test_range_parameters_are_exact_and_carry_a_server_timeout(make_source: Any)
     assert 0 < float(params["timeout"][0]) <= 2.0
 
 
+def test_replies_are_asked_uncompressed_unless_compress(make_source: Any) -> None:
+    # gzip costs Prometheus about as much CPU as the JSON it compresses: a diagnosis does not ask
+    # for it unless told to (a slow link); a user header still wins.
+    for kwargs, wanted in (
+        ({}, "identity"),
+        ({"compress": True}, "gzip"),
+        ({"headers": {"Accept-Encoding": "br"}}, "br"),
+    ):
+        with PromStandIn(Reply.names(["up"])) as stand:
+            make_source(stand.url, **kwargs).metric_names()
+        assert stand.seen[0].headers["Accept-Encoding"] == wanted, kwargs
+
+
 # ------------------------------------------------------------------ auth and secrets
 
 

@@ -76,6 +76,12 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
     group.add_argument("--header", metavar="'K: V'", action="append", default=[], help="extra HTTP header")
     group.add_argument("--ca-file", metavar="FILE", help="CA bundle for TLS")
     group.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (warned)")
+    group.add_argument(
+        "--compress",
+        action="store_true",
+        help="ask for gzip replies: fewer bytes across a slow link, more Prometheus CPU "
+        "(replies are uncompressed by default)",
+    )
 
 
 def read_secret(path: str, what: str) -> str:
@@ -113,6 +119,7 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         basic_auth=basic,
         headers=headers or None,
         ca_bundle=args.ca_file,
+        compress=getattr(args, "compress", False),
         verify=not args.insecure,
     )
 
