@@ -100,11 +100,13 @@ def _samples(pairs: object) -> tuple[FloatArray, FloatArray]:
     if not pairs:
         return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.float64)
     try:
-        array = np.asarray(pairs, dtype=object)
-        if array.ndim != 2 or array.shape[1] != 2:
+        stamps, texts = zip(*pairs, strict=True)
+        if len(stamps) != len(pairs) or None in stamps or None in texts:
             raise ValueError("not [time, value] pairs")
-        times = np.asarray(array[:, 0].astype(np.float64), dtype=np.float64)
-        values = np.asarray(array[:, 1].astype(np.float64), dtype=np.float64)
+        times = np.array(stamps, dtype=np.float64)
+        values = np.array(texts, dtype=np.float64)
+        if times.ndim != 1 or values.ndim != 1:
+            raise ValueError("not [time, value] pairs")
     except (ValueError, TypeError) as exc:
         raise _malformed(f"bad samples: {exc}") from exc
     return times, values

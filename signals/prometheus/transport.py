@@ -8,7 +8,7 @@ decides whether to try again. URLs are redacted before they reach any message.
 from __future__ import annotations
 
 import email.utils
-import json
+
 import re
 import ssl
 import threading
@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
 import requests
 import urllib3.exceptions
 
@@ -124,7 +125,9 @@ def _envelope(response: requests.Response) -> dict[str, Any]:
     where = _redact(response.url)
     body: object
     try:
-        body = json.loads(response.content)
+        # orjson: a diagnosis' replies are megabytes of [time, "value"] pairs, parsed about
+        # three times faster than by the standard library (its errors are ValueErrors).
+        body = orjson.loads(response.content)
     except ValueError:
         body = None
     error_type, error_text = _error_fields(body)
