@@ -8,7 +8,6 @@ decides whether to try again. URLs are redacted before they reach any message.
 from __future__ import annotations
 
 import email.utils
-
 import re
 import ssl
 import threading
