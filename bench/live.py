@@ -202,7 +202,7 @@ def main() -> int:
     queries = dashboard_queries()
     rows: list[tuple[str, str, str, str, str, bool]] = []
     t0 = time.perf_counter()
-    with TemporaryPrometheus(data, startup_timeout=900) as prometheus:
+    with TemporaryPrometheus(data, startup_timeout=3600) as prometheus:
         print(f"{data.name}: {samples:,} samples; backfill + start {time.perf_counter() - t0:.0f} s")
         pid = prometheus.pid
         assert pid is not None
