@@ -179,7 +179,7 @@ def fetch_frame(
     step: float,
 ) -> tuple[SignalFrame, FetchReport]:
     """Fetch every resolvable signal over [at - lookback, at]; SignalError when nothing at all can be read."""
-    names = prometheus.metric_names()
+    names = prometheus.metric_names(start=at - lookback, end=at)
     resolutions = resolve(catalog, names, options.engine)
     queries = build_queries(resolutions, options)
     if not queries:
