@@ -48,7 +48,10 @@ def shaped_query(data: Mapping[str, object], view: str) -> str:
     group = "$replica" if view == "replica" else ""
     if data.get("histogram") is not None:
         by = f"sum by (le, {group})" if group else "sum by (le)"
-        return f"histogram_quantile({_number(data['quantile'])}, {by} ({data['histogram']}))"
+        buckets = f"{by} ({data['histogram']})"
+        if data.get("round") is not None:
+            buckets = f"round({buckets}, {_number(data['round'])})"
+        return f"histogram_quantile({_number(data['quantile'])}, {buckets})"
 
     def total(expr: object) -> str:
         return f"sum by ({group}) ({expr})" if group else f"sum({expr})"
@@ -81,8 +84,8 @@ class SourceSpec(BaseModel):
     both are written (so rules, the audit and `signals check` read the same PromQL) and
     which tells a live fetch how to compute them client-side from fewer queries:
 
-    - `histogram` (the bucket rates, before any sum) with `quantile`: the quantile per
-      replica and of the merged buckets. Every quantile of one histogram family is then
+    - `histogram` (the bucket rates, before any sum) with `quantile` (and `round`): the
+      quantile per replica and of the merged buckets. Every quantile of one histogram family is then
       computed from ONE query of bucket rates by `le` and replica;
     - `sum`: the sum per replica, and the fleet's sum of those;
     - `ratio`: a ratio of sums per replica and for the fleet (a denominator of 0 gives
@@ -91,7 +94,7 @@ class SourceSpec(BaseModel):
     `views` says which of the two a shaped source has (both by default).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     source: str = Field(min_length=1)
     exporter: Exporter = "engine"
@@ -102,6 +105,10 @@ class SourceSpec(BaseModel):
     fleet: str | None = None
     histogram: str | None = None
     quantile: float | None = Field(default=None, ge=0, le=1)
+    round_to: float | None = Field(default=None, gt=0, alias="round")
+    """A histogram's summed bucket rates rounded to this (PromQL `round`) before the quantile:
+    q=1 finds the highest bucket with observations only when its count equals +Inf's, and a
+    sum taken in another order (another engine, sharded queriers) leaves it a hair below."""
     sum: str | None = None
     ratio: Ratio | None = None
     views: tuple[View, ...] = ("replica", "fleet")
@@ -123,6 +130,8 @@ class SourceSpec(BaseModel):
         """A shaped source gets its `replica` and `fleet` queries written from its shape."""
         if not isinstance(data, dict):
             return data
+        if "round" in data and data.get("histogram") is None:
+            raise ValueError("round is for a histogram source")
         shapes = [k for k in ("histogram", "sum", "ratio") if data.get(k) is not None]
         if not shapes:
             if "views" in data:
@@ -134,8 +143,8 @@ class SourceSpec(BaseModel):
             raise ValueError(f"a source given by its shape ({shapes[0]}) has its queries written for it")
         if shapes[0] == "histogram" and not isinstance(data.get("quantile"), int | float):
             raise ValueError("a histogram source needs quantile: a number from 0 to 1")
-        if shapes[0] != "histogram" and data.get("quantile") is not None:
-            raise ValueError("quantile is for a histogram source")
+        if shapes[0] != "histogram" and (data.get("quantile") is not None or data.get("round") is not None):
+            raise ValueError("quantile and round are for a histogram source")
         views = data.get("views", ("replica", "fleet"))
         written = {view: shaped_query(data, view) for view in ("replica", "fleet")}
         return {**data, **{view: text for view, text in written.items() if view in views}}

@@ -195,7 +195,7 @@ def fetch_frame(
     instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
     series turn out absent or stale are read from the raw catalog in a second round.
     """
-    names = prometheus.metric_names()
+    names = prometheus.metric_names(start=at - lookback, end=at)
     resolutions = resolve(catalog, names, options.engine)
     plan = plan_round(resolutions, options, replica_histograms)
     if not plan.views:

@@ -48,6 +48,7 @@ class ViewPlan:
     shape: str | None = None
     replica_label: str = ""
     quantile: float | None = None
+    round_to: float | None = None
     merge: bool = False
     """Fleet view computed from per-replica answers (merged over the replica label)."""
     grouping: tuple[str, ...] = ()
@@ -116,6 +117,7 @@ def view_plan(
         shape=shape,
         replica_label=label if per_replica else "",
         quantile=spec.quantile,
+        round_to=spec.round_to,
         merge=view == "fleet" and per_replica,
     )
 
@@ -193,8 +195,11 @@ def _groups(
     return out
 
 
-def _quantile_rows(q: float, rows: Sequence[tuple[dict[str, str], Array]]) -> tuple[Array, Mask]:
-    """Prometheus's `histogram_quantile(q, ...)` over the bucket rows of one group."""
+def _quantile_rows(
+    q: float, rows: Sequence[tuple[dict[str, str], Array]], round_to: float | None = None
+) -> tuple[Array, Mask]:
+    """Prometheus's `histogram_quantile(q, ...)` over the bucket rows of one group (their sums
+    first rounded as PromQL's `round(v, to)` does, when the source asks)."""
     by_le: dict[str, list[Array]] = {}
     for labels, row in rows:
         by_le.setdefault(labels.get("le", ""), []).append(row)
@@ -204,6 +209,8 @@ def _quantile_rows(q: float, rows: Sequence[tuple[dict[str, str], Array]]) -> tu
         if upper is None:
             continue
         total, present = _total(members)
+        if round_to is not None:
+            total = np.floor(total * (1 / round_to) + 0.5) / (1 / round_to)
         uppers.append(upper)
         counts.append(np.where(present, total, np.nan))
     if not uppers:
@@ -230,7 +237,7 @@ def compute(plan: ViewPlan, answers: Mapping[str, QueryResult], grid: Array, ste
         rows = _dense(read[0].series, grid, step)
         groups = _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
         for name, members in groups.items():
-            values, present = _quantile_rows(plan.quantile, members)
+            values, present = _quantile_rows(plan.quantile, members, plan.round_to)
             labels = {label: name} if name and not plan.merge else {}
             if present.any():
                 out.append(_sparse(labels, values, grid, present))

@@ -10,11 +10,17 @@ A raw fixture that names its fleet (`expect.fleet`, or `fleet:` at the top) is r
 a live `--fleet` is read: the fleets are discovered on the temporary Prometheus and every
 exporter's queries are scoped to that one, so another fleet's trouble in the same
 recording never becomes its cause.
+
+The server is a `TemporaryPrometheus` unless the caller gives another factory of the same
+shape (the OpenMetrics text in, a context manager with `.url` out): the tests replay the
+same fixtures through VictoriaMetrics that way.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import Protocol
 
 from signals.catalog import Catalog, QueryOptions
 from signals.fixture import Fixture
@@ -29,13 +35,32 @@ from signals.tempprom import TemporaryPrometheus, to_openmetrics
 REPLAY_TIMEOUT = 60.0
 
 
+class ReplayServer(Protocol):
+    """A running server answering the Prometheus HTTP API at `url`."""
+
+    @property
+    def url(self) -> str: ...
+
+
+class ReplayServerFactory(Protocol):
+    """A server over OpenMetrics text; `lookback_delta`: how long a series outlives its last sample."""
+
+    def __call__(
+        self, openmetrics: str | None, *, lookback_delta: float | None
+    ) -> AbstractContextManager[ReplayServer]: ...
+
+
 def names_a_fleet(fixture: Fixture) -> bool:
     """True when the fixture says which fleet it is about, so its replay is scoped to it."""
     return fixture.fleet is not None or (fixture.expect is not None and fixture.expect.fleet is not None)
 
 
 def replay_raw(
-    fixture: Fixture, catalog: Catalog, options: QueryOptions | None = None
+    fixture: Fixture,
+    catalog: Catalog,
+    options: QueryOptions | None = None,
+    *,
+    server: ReplayServerFactory = TemporaryPrometheus,
 ) -> tuple[Fixture, FetchReport]:
     """The fixture with its raw series turned into signals by a temporary Prometheus (scoped to
     the fleet it names, which the returned fixture then records)."""
@@ -43,7 +68,7 @@ def replay_raw(
     text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
     options = options or QueryOptions()
     record = fixture.fleet
-    with TemporaryPrometheus(text, lookback_delta=2 * frame.step) as prometheus:
+    with server(text, lookback_delta=2 * frame.step) as prometheus:
         source = PrometheusSource(prometheus.url, timeout=REPLAY_TIMEOUT)
         lookback = frame.end - frame.start
         if names_a_fleet(fixture):

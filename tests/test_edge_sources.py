@@ -5,7 +5,7 @@ chosen so every signal has one right answer: the P99 of a histogram whose observ
 all fall in one bucket (Envoy's in milliseconds, read back in seconds), error ratios
 that leave out what is not the backend failing (LiteLLM's 429s), a backend with no
 failure series at all reading 0 rather than missing, and backends named by their
-`api_base` as host:port.
+`api_base` as host:port. Both run on Prometheus and on VictoriaMetrics, to the same answers.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pytest
-from promserver import require_prometheus_binaries
+from vmserver import ENGINES, require_engine, temporary_engine
 
 from signals.catalog import QueryOptions, load_catalog
 from signals.frame import SignalFrame
 from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
-from signals.tempprom import OpenMetricsSeries, TemporaryPrometheus, to_openmetrics
+from signals.tempprom import OpenMetricsSeries, to_openmetrics
 from signals.timeparse import parse_instant
 
 START = float(parse_instant("2026-10-14T13:00:00Z"))
@@ -99,10 +99,10 @@ def envoy() -> Iterator[OpenMetricsSeries]:
         yield name, cluster, gauge(value), START, STEP
 
 
-def fetch(series: Iterator[OpenMetricsSeries]) -> tuple[SignalFrame, FetchReport]:
-    require_prometheus_binaries()
-    with TemporaryPrometheus(to_openmetrics(series), lookback_delta=2 * STEP) as prometheus:
-        source = PrometheusSource(prometheus.url, timeout=30.0)
+def fetch(engine: str, series: Iterator[OpenMetricsSeries]) -> tuple[SignalFrame, FetchReport]:
+    require_engine(engine)
+    with temporary_engine(engine, to_openmetrics(series), lookback_delta=2 * STEP) as server:
+        source = PrometheusSource(server.url, timeout=30.0)
         end = START + STEP * (N - 1)
         return fetch_frame(source, load_catalog(), QueryOptions(), at=end, lookback=end - START, step=STEP)
 
@@ -111,8 +111,9 @@ def at_end(frame: SignalFrame, signal: str) -> float:
     return float(frame.fleet(signal)[-1])
 
 
-def test_litellm() -> None:
-    frame, report = fetch(litellm())
+@pytest.mark.parametrize("engine", ENGINES)
+def test_litellm(engine: str) -> None:
+    frame, report = fetch(engine, litellm())
     for signal in (
         "gateway_latency_p99_seconds",
         "gateway_inflight",
@@ -130,8 +131,9 @@ def test_litellm() -> None:
     assert per_backend == pytest.approx({"10.42.1.12:8000": 0.0, "10.42.1.13:8000": 0.5})
 
 
-def test_envoy() -> None:
-    frame, report = fetch(envoy())
+@pytest.mark.parametrize("engine", ENGINES)
+def test_envoy(engine: str) -> None:
+    frame, report = fetch(engine, envoy())
     for signal in (
         "gateway_latency_p99_seconds",
         "gateway_queue",

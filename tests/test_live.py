@@ -1,8 +1,10 @@
-"""Live diagnosis, signals check and capture against a real Prometheus; faults against a stand-in.
+"""Live diagnosis, signals check and capture against a real engine; faults against a stand-in.
 
-The real Prometheus is backfilled with raw vLLM V1 series shaped like the real exposition
+The real engine is backfilled with raw vLLM V1 series shaped like the real exposition
 (`model_name`, `engine`, `finished_reason`, `le` labels; counters and cumulative
-histograms): four replicas whose KV cache fills and starts preempting an hour in.
+histograms): four replicas whose KV cache fills and starts preempting an hour in. Every
+test that reads it runs twice, on Prometheus and on VictoriaMetrics (the engine behind
+the Prometheus API at scale), and asserts the same diagnosis on both.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from promserver import PromStandIn, Reply, require_prometheus_binaries
+from promserver import PromStandIn, Reply
+from vmserver import ENGINES, require_engine, temporary_engine
 
-from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.tempprom import to_openmetrics
 from signals.timeparse import format_instant
 from tools.rawsynth import VLLM_ITL_BUCKETS
 from triage.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
@@ -107,11 +111,13 @@ def live_diagnose(url: str, *extra: str) -> int:
     )
 
 
-@pytest.fixture(scope="module")
-def prometheus() -> Iterator[str]:
-    require_prometheus_binaries()
-    with TemporaryPrometheus(raw_kv_incident()) as prom:
-        yield prom.url
+@pytest.fixture(scope="module", params=ENGINES)
+def prometheus(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a real engine (Prometheus, then VictoriaMetrics) serving `raw_kv_incident()`."""
+    engine: str = request.param
+    require_engine(engine)
+    with temporary_engine(engine, raw_kv_incident()) as server:
+        yield server.url
 
 
 def test_live_diagnosis_names_the_cause_with_evidence(
@@ -128,6 +134,37 @@ def test_live_diagnosis_names_the_cause_with_evidence(
     assert "scale_out" in {f["action"] for f in data["forbidden"]}
     assert "gpu_xid" in data["missing_signals"]  # no DCGM here: unknown, not healthy
     assert data["signal_problems"] == {}
+
+
+def _conclusions(answer: dict[str, Any]) -> dict[str, object]:
+    """What a diagnosis concludes, without the numbers two engines may round differently."""
+
+    def checks(evidence: list[dict[str, Any]]) -> list[tuple[str, str, object]]:
+        return [(e["signal"], e["check"], e["holds"]) for e in evidence]
+
+    return {
+        "symptom": answer["symptom"],
+        "symptom_evidence": checks(answer["symptom_evidence"]),
+        "causes": [(c["cause"], checks(c["evidence"])) for c in answer["causes"]],
+        "forbidden": [f["action"] for f in answer["forbidden"]],
+        "missing_signals": answer["missing_signals"],
+        "signal_problems": answer["signal_problems"],
+    }
+
+
+def test_both_engines_reach_the_same_diagnosis(capsys: pytest.CaptureFixture[str]) -> None:
+    """Same series, same catalog: the same causes, evidence, forbidden actions and blind spots."""
+    answers = {}
+    for engine in ENGINES:
+        require_engine(engine)
+        with temporary_engine(engine, raw_kv_incident()) as server:
+            assert live_diagnose(server.url) == EXIT_OK
+        answers[engine] = json.loads(capsys.readouterr().out)
+    prometheus, victoriametrics = (answers[engine] for engine in ENGINES)
+    assert _conclusions(victoriametrics) == _conclusions(prometheus)
+    assert [c["score"] for c in victoriametrics["causes"]] == pytest.approx(
+        [c["score"] for c in prometheus["causes"]], abs=0.02
+    )
 
 
 def test_selector_that_matches_nothing_is_exit_3(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:

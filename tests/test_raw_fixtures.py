@@ -12,9 +12,14 @@ promises for the exporters present, at values close to the twin's. A raw fixture
 several fleets is replayed scoped to the one its expect names: its replicas are then that
 fleet's pods.
 
+The replays run on Prometheus for every raw fixture, and on VictoriaMetrics (the engine
+behind the Prometheus API at scale) for one fixture of each exporter flavour, with the
+same expectations: the same cause, the same signals, values as close to the twin's.
+
 The generator's invariants (monotone counters, cumulative buckets, +Inf = _count) are
-checked without Prometheus; everything else needs `prometheus` and `promtool` and is
-skipped loudly when they are missing (a failure under CI=true).
+checked without a server; everything else needs `prometheus` and `promtool` (and
+`victoria-metrics` for its cases) and is skipped loudly when they are missing (a failure
+under CI=true).
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
+from vmserver import ENGINES, require_engine, temporary_engine
 
 from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
@@ -44,6 +51,19 @@ FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))
 _RAW_LEVEL = re.compile(r"^level:\s*['\"]?raw['\"]?\s*(#.*)?$", re.MULTILINE)
 RAW = [p for p in FIXTURES if _RAW_LEVEL.search(p.read_text(encoding="utf-8"))]
 IDS = [p.stem for p in RAW]
+VICTORIAMETRICS = {
+    "kv-pressure-vllm-v1-raw",  # vLLM V1
+    "prefix-cache-miss-vllm-mixed-raw",  # vLLM 0.9-0.11, old and new names side by side
+    "traffic-burst-sglang-raw",  # SGLang
+    "gpu-fault-xid79-dcgm-kube-raw",  # DCGM and kube-state-metrics, a replica lost
+    "gateway-bottleneck-epp-vllm-raw",  # the inference extension's picker, one fleet of several
+    "stale-backend-router-vllm-raw",  # production-stack router, backends renamed by label_replace
+}
+"""One raw fixture per exporter flavour, replayed on VictoriaMetrics too."""
+BOTH = [p for p in RAW if p.stem in VICTORIAMETRICS]
+CASES = [pytest.param("prometheus", p, id=p.stem) for p in RAW] + [
+    pytest.param("victoriametrics", p, id=f"{p.stem}-victoriametrics") for p in BOTH
+]
 
 # What the catalog must produce from each exporter family (reference/metrics.md, catalog.yaml).
 ENGINE_SIGNALS = (
@@ -159,23 +179,23 @@ def triage_graph() -> TriageGraph:
 
 
 @pytest.fixture(scope="module")
-def replayed(triage_graph: TriageGraph) -> Callable[[Path], Replayed]:
-    """Replay and diagnose each raw fixture once for all the tests of this module."""
-    cache: dict[Path, Replayed] = {}
+def replayed(triage_graph: TriageGraph) -> Callable[[str, Path], Replayed]:
+    """Replay and diagnose each raw fixture once per engine for all the tests of this module."""
+    cache: dict[tuple[str, Path], Replayed] = {}
     catalog = load_catalog()
 
-    def get(path: Path) -> Replayed:
-        require_prometheus_binaries()
-        if path not in cache:
+    def get(engine: str, path: Path) -> Replayed:
+        require_engine(engine)
+        if (engine, path) not in cache:
             raw = load_fixture(str(path))
             assert raw.level == "raw"
             started = time.monotonic()
-            signals, report = replay_raw(raw, catalog)
+            signals, report = replay_raw(raw, catalog, server=partial(temporary_engine, engine))
             seconds = time.monotonic() - started
             symptom, source = fixture_symptom(signals, None, triage_graph.knowledge)
             diagnosis = diagnose(triage_graph, signals.frame, symptom, signals.at, source=source)
-            cache[path] = Replayed(raw, signals, report, diagnosis, seconds)
-        return cache[path]
+            cache[engine, path] = Replayed(raw, signals, report, diagnosis, seconds)
+        return cache[engine, path]
 
     return get
 
@@ -254,11 +274,11 @@ def test_raw_series_are_what_exporters_expose(path: Path) -> None:
 # ------------------------------------------------------------------ through Prometheus
 
 
-@pytest.mark.parametrize("path", RAW, ids=IDS)
+@pytest.mark.parametrize(("engine", "path"), CASES)
 def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
-    path: Path, triage_graph: TriageGraph, replayed: Callable[[Path], Replayed]
+    engine: str, path: Path, triage_graph: TriageGraph, replayed: Callable[[str, Path], Replayed]
 ) -> None:
-    result = replayed(path)
+    result = replayed(engine, path)
     assert result.report.problems() == {}, result.report.problems()
     assert result.signals.expect is not None
     expect = result.signals.expect
@@ -280,11 +300,11 @@ def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
     assert result.diagnosis.symptom == twin_diagnosis.symptom
 
 
-@pytest.mark.parametrize("path", RAW, ids=IDS)
+@pytest.mark.parametrize(("engine", "path"), CASES)
 def test_the_catalog_produces_the_signals_of_each_exporter(
-    path: Path, replayed: Callable[[Path], Replayed]
+    engine: str, path: Path, replayed: Callable[[str, Path], Replayed]
 ) -> None:
-    result = replayed(path)
+    result = replayed(engine, path)
     present = flavours(result.raw)
     frame = result.signals.frame
     missing = []
@@ -316,9 +336,11 @@ def test_the_catalog_produces_the_signals_of_each_exporter(
         assert set(frame.replicas("restarts").replicas) == engines
 
 
-@pytest.mark.parametrize("path", [p for p in RAW if twin_path(p)], ids=[p.stem for p in RAW if twin_path(p)])
-def test_replayed_values_are_close_to_the_twins(path: Path, replayed: Callable[[Path], Replayed]) -> None:
-    result = replayed(path)
+@pytest.mark.parametrize(("engine", "path"), [c for c in CASES if twin_path(Path(str(c.values[1])))])
+def test_replayed_values_are_close_to_the_twins(
+    engine: str, path: Path, replayed: Callable[[str, Path], Replayed]
+) -> None:
+    result = replayed(engine, path)
     twin_file = twin_path(path)
     assert twin_file is not None
     twin = load_fixture(str(twin_file))
@@ -331,6 +353,36 @@ def test_replayed_values_are_close_to_the_twins(path: Path, replayed: Callable[[
             if not (np.isfinite(got) and abs(got - want) <= TOLERANCE * abs(want)):
                 off.append(f"{signal}: twin {want:.4g}, raw {got:.4g}")
     assert not off, off
+
+
+def conclusions(diagnosis: Diagnosis) -> dict[str, object]:
+    """What a diagnosis concludes: causes in order with what each check found, the actions
+    forbidden, the blind spots; not the values, which two engines compute a little apart."""
+    return {
+        "symptom": diagnosis.symptom,
+        "causes": [(c.cause, [(e.signal, e.check, e.holds) for e in c.evidence]) for c in diagnosis.causes],
+        "forbidden": [f.action for f in diagnosis.forbidden],
+        "missing": diagnosis.missing_signals,
+    }
+
+
+RATE_WINDOW = 300.0
+"""The catalog's rate window: how far the engines' rates apart differ after a series starts or stops."""
+
+
+@pytest.mark.parametrize("path", BOTH, ids=[p.stem for p in BOTH])
+def test_both_engines_reach_the_same_diagnosis(path: Path, replayed: Callable[[str, Path], Replayed]) -> None:
+    """Same conclusions; the onset within one rate window, since where a replica dies or a new error
+    series appears, VictoriaMetrics' rate (no extrapolation, over the span its samples cover) moves
+    earlier or later than Prometheus' (docs/victoriametrics.md)."""
+    prometheus, victoriametrics = (replayed(engine, path).diagnosis for engine in ENGINES)
+    assert conclusions(victoriametrics) == conclusions(prometheus)
+    assert [c.score for c in victoriametrics.causes] == pytest.approx(
+        [c.score for c in prometheus.causes], abs=0.05
+    )
+    assert (victoriametrics.onset is None) == (prometheus.onset is None)
+    if prometheus.onset is not None and victoriametrics.onset is not None:
+        assert abs(victoriametrics.onset - prometheus.onset) <= RATE_WINDOW
 
 
 def test_capacity_measures_the_per_replica_rate_from_prometheus(capsys: pytest.CaptureFixture[str]) -> None:

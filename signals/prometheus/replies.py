@@ -120,3 +120,18 @@ def _strings(value: object) -> list[str]:
     if not isinstance(value, list):
         return []
     return [_one_line(str(item)) for item in value]
+
+
+PARTIAL = "partial response: some storage nodes did not answer (isPartial)"
+
+
+def _warnings(envelope: Mapping[str, object]) -> list[str]:
+    """The reply's warnings: Prometheus' `warnings`, and VictoriaMetrics' `isPartial: true`.
+
+    The VictoriaMetrics cluster answers a query some of its storage nodes missed with a
+    success flagged `isPartial` and no warning; it is partial data all the same.
+    """
+    found = _strings(envelope.get("warnings"))
+    if envelope.get("isPartial") is True:
+        found.append(PARTIAL)
+    return found

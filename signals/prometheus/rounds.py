@@ -20,7 +20,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from signals.prometheus.errors import PrometheusBadReply, PrometheusError, PrometheusUnavailable
-from signals.prometheus.replies import _strings
+from signals.prometheus.replies import _strings, _warnings
 from signals.prometheus.transport import (
     _connection_reason,
     _DeadlineSession,
@@ -125,9 +125,7 @@ class Rounds:
                     final = final.noted(f"{tally.sent} attempts")
                 _LOG.debug("prometheus %s: %s", self.url, final.message)
                 return _Outcome(None, final, tally.sent, [], [])
-            return _Outcome(
-                value, None, tally.sent, _strings(envelope.get("warnings")), _strings(envelope.get("infos"))
-            )
+            return _Outcome(value, None, tally.sent, _warnings(envelope), _strings(envelope.get("infos")))
 
     def _retry_or_give_up(self, failure: _Failure, attempt: int, deadline: float) -> _Failure | None:
         """None after sleeping the backoff when another attempt is worth it, else the final failure."""

@@ -131,13 +131,21 @@ class PrometheusSource(Rounds):
 
     # ---------------------------------------------------------------- public reads
 
-    def metric_names(self) -> set[str]:
-        """Every metric name Prometheus knows (`/api/v1/label/__name__/values`).
+    def metric_names(self, start: float | None = None, end: float | None = None) -> set[str]:
+        """Every metric name Prometheus knows (`/api/v1/label/__name__/values`), or only those
+        with series between `start` and `end` (epoch seconds) when given.
 
-        Used to pick the catalog's PromQL variant that matches the exporters present.
-        Raises `PrometheusError` on any failure.
+        Used to pick the catalog's PromQL variant that matches the exporters present. A
+        diagnosis gives its window: without one, Prometheus answers from all it holds, but
+        later VictoriaMetrics releases only from the last few minutes, which would leave last
+        week's incident without any metric. Raises `PrometheusError` on any failure.
         """
-        job: _Job[set[str]] = _Job(lambda client: client.get_label_values("__name__"), _parse_names)
+        params = {"start": _num(start)} if start is not None else {}
+        if end is not None:
+            params["end"] = _num(end)
+        job: _Job[set[str]] = _Job(
+            lambda client: client.get_label_values("__name__", params=params), _parse_names
+        )
         outcome = self._round({"names": job})["names"]
         if outcome.failure is not None:
             raise outcome.failure.as_error()
@@ -234,13 +242,16 @@ class PrometheusSource(Rounds):
         self, query: str, start: float, end: float, step: float
     ) -> Callable[[PrometheusConnect], object]:
         def fetch(_: PrometheusConnect) -> object:
-            # `timeout` lets the server stop work we gave up on.
+            # `timeout` lets the server stop work we gave up on. `nocache=1` keeps
+            # VictoriaMetrics from moving start and end to multiples of the step (its response
+            # cache does), so the points land on the grid asked for; Prometheus ignores it.
             params = {
                 "query": query,
                 "start": _num(start),
                 "end": _num(end),
                 "step": _num(step),
                 "timeout": self._server_timeout(),
+                "nocache": "1",
             }
             return self._session.get(f"{self._base_url}/api/v1/query_range", params=params)
 
@@ -248,7 +259,9 @@ class PrometheusSource(Rounds):
 
     def _instant_fetch(self, query: str, at: float | None) -> Callable[[PrometheusConnect], object]:
         def fetch(_: PrometheusConnect) -> object:
-            params = {"query": query, "timeout": self._server_timeout()}
+            # `nocache=1`: VictoriaMetrics would otherwise move a `time` within its latency
+            # offset (30 s) of now back by that offset.
+            params = {"query": query, "timeout": self._server_timeout(), "nocache": "1"}
             if at is not None:
                 params["time"] = _num(at)
             return self._session.get(f"{self._base_url}/api/v1/query", params=params)

@@ -164,9 +164,19 @@ def _envelope(response: requests.Response) -> dict[str, Any]:
     return body
 
 
+_ECHOED_QUERY = re.compile(r'"(?:[^"\\]|\\.){40,}"')
+"""A quoted string of 40 characters or more in an error text: the query, echoed back."""
+
+
 def _error_fields(body: object) -> tuple[str, str]:
+    """errorType and error of an error reply, the echoed query cut out of the text.
+
+    VictoriaMetrics quotes the whole query (sometimes twice) before the reason, which a
+    one-line message of 300 characters would otherwise never reach.
+    """
     if isinstance(body, dict) and body.get("status") == "error":
-        return str(body.get("errorType") or "error"), str(body.get("error") or "")
+        text = _ECHOED_QUERY.sub('"…"', str(body.get("error") or ""))
+        return str(body.get("errorType") or "error"), text
     return "", ""
 
 

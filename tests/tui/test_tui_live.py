@@ -1,14 +1,16 @@
-"""Live mode against a real Prometheus, and the UI staying responsive while a fetch stalls."""
+"""Live mode against a real engine (Prometheus, VictoriaMetrics), and the UI staying responsive
+while a fetch stalls."""
 
 from __future__ import annotations
 
-from promserver import PromStandIn, Reply, require_prometheus_binaries
+import pytest
+from promserver import PromStandIn, Reply
 from rich.text import Text
 from test_live import raw_kv_incident
 from textual.widgets import Static, TabbedContent
 from tuiapp import live_feed
+from vmserver import ENGINES, require_engine, temporary_engine
 
-from signals.tempprom import TemporaryPrometheus
 from triage.core.graph import TriageGraph
 from tui.app import Settings
 from tui.cli import create_app
@@ -22,11 +24,12 @@ def _status(app: object) -> str:
     return content.plain if isinstance(content, Text) else str(content)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_it_goes(
-    graph: TriageGraph,
+    engine: str, graph: TriageGraph
 ) -> None:
-    require_prometheus_binaries()
-    with TemporaryPrometheus(raw_kv_incident()) as prom:
+    require_engine(engine)
+    with temporary_engine(engine, raw_kv_incident()) as prom:
         app = create_app(graph, live_feed(prom.url), settings=Settings(symptom="tpot_slow", refresh=3600))
         async with app.run_test(size=(130, 40)) as pilot:
             await settle(pilot)
