@@ -30,9 +30,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import numpy as np
 import numpy.typing as npt
@@ -172,7 +173,111 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join((errors or all_lines)[-lines:]) or "(empty log)"
 
 
-class TemporaryPrometheus:
+class TemporaryServer:
+    """A server process of the tests' and replays' own, for one `with` block: its URL, its
+    private directory, and a stop that takes the whole process group down and removes the
+    directory, whatever happened. Subclasses start it (`start`) and set `_process`, `_url`
+    and `_dir`."""
+
+    def __init__(self, *, startup_timeout: float = 30.0, stop_timeout: float = 10.0) -> None:
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._dir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:PORT`, without a trailing slash; only while running."""
+        if self._url is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        return self._url
+
+    @property
+    def directory(self) -> Path:
+        """The private temp dir (data, config, log); only while running."""
+        if self._dir is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        return self._dir
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def _spawn(
+        self,
+        args: Sequence[str],
+        port: int,
+        log: Path,
+        ready: Callable[[str], bool],
+        failure: type[SignalError],
+        *,
+        last_attempt: bool,
+    ) -> bool:
+        """Run `args` in a session of its own, its output in `log`, until `ready(url)`; False
+        when the port was taken meanwhile and another try makes sense; `failure` with the
+        log's tail when it exits or is not ready within `startup_timeout`."""
+        name = Path(args[0]).name
+        with log.open("wb") as out:
+            self._process = subprocess.Popen(
+                args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self._dir,
+                start_new_session=True,
+            )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                tail = _tail(log)
+                self._process = None
+                if "address already in use" in tail and not last_attempt:
+                    return False
+                raise failure(f"{name} exited at start (exit {code}):\n{tail}")
+            if ready(url):
+                self._url = url
+                _LOG.debug("temporary %s ready at %s (data in %s)", name, url, self._dir)
+                return True
+            time.sleep(0.05)
+        raise failure(f"{name} not ready after {self._startup_timeout:g}s on {url}:\n{_tail(log)}")
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """SIGTERM to the process group, SIGKILL after `stop_timeout`; then remove the temp dir.
+        Idempotent."""
+        process, self._process, self._url = self._process, None, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=self._stop_timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=self._stop_timeout)
+        directory, self._dir = self._dir, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+class TemporaryPrometheus(TemporaryServer):
     """A real Prometheus over backfilled data, for one `with` block.
 
     `openmetrics` is the text from `to_openmetrics`, or a path to a file of it (a large
@@ -203,41 +308,7 @@ class TemporaryPrometheus:
         self._scrape_configs = [dict(job) for job in scrape_configs]
         self._lookback_delta = lookback_delta
         self._rule_files = [str(Path(p).resolve()) for p in rule_files]
-        self._startup_timeout = startup_timeout
-        self._stop_timeout = stop_timeout
-        self._dir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._url: str | None = None
-
-    @property
-    def url(self) -> str:
-        """`http://127.0.0.1:PORT`, without a trailing slash; only while running."""
-        if self._url is None:
-            raise RuntimeError("TemporaryPrometheus is not running")
-        return self._url
-
-    @property
-    def directory(self) -> Path:
-        """The private temp dir (data, config, log); only while running."""
-        if self._dir is None:
-            raise RuntimeError("TemporaryPrometheus is not running")
-        return self._dir
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    def __enter__(self) -> TemporaryPrometheus:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().__init__(startup_timeout=startup_timeout, stop_timeout=stop_timeout)
 
     def start(self) -> None:
         """Backfill and start; on any failure everything started so far is undone."""
@@ -306,28 +377,7 @@ class TemporaryPrometheus:
             # Backfilled blocks carry no staleness markers; a short lookback makes a series
             # that stopped disappear about when a live Prometheus would have marked it stale.
             args.append(f"--query.lookback-delta={max(1, round(self._lookback_delta))}s")
-        with log.open("wb") as out:
-            self._process = subprocess.Popen(
-                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + self._startup_timeout
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                tail = _tail(log)
-                self._process = None
-                if "address already in use" in tail and not last_attempt:
-                    return False
-                raise TemporaryPrometheusError(f"prometheus exited at start (exit {code}):\n{tail}")
-            if _is_ready(url):
-                self._url = url
-                _LOG.debug("temporary prometheus ready at %s (data in %s)", url, self._dir)
-                return True
-            time.sleep(0.05)
-        raise TemporaryPrometheusError(
-            f"prometheus not ready after {self._startup_timeout:g}s on {url}:\n{_tail(log)}"
-        )
+        return self._spawn(args, port, log, _is_ready, TemporaryPrometheusError, last_attempt=last_attempt)
 
     def backfill_rules(
         self, rule_file: str | os.PathLike[str], start: float, end: float, interval: float
@@ -381,22 +431,6 @@ class TemporaryPrometheus:
         for attempt in range(3):
             if self._launch(prometheus, config, data, last_attempt=attempt == 2):
                 return
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after `stop_timeout`; then remove the temp dir. Idempotent."""
-        process, self._process, self._url = self._process, None, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self._stop_timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                process.wait(timeout=self._stop_timeout)
-        directory, self._dir = self._dir, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 _NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -38,12 +38,9 @@ disappears about when a live Prometheus would have marked it stale.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -52,13 +49,12 @@ import urllib.request
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from types import TracebackType
 
 import pytest
 from promserver import require_prometheus_binaries
 
 from signals.errors import SignalError
-from signals.tempprom import TemporaryPrometheus, free_loopback_port
+from signals.tempprom import TemporaryPrometheus, TemporaryServer, free_loopback_port
 
 BINARIES = ("victoria-metrics", "victoria-metrics-prod")
 MISSING_BINARY = "victoria-metrics not found: install the Debian package `victoria-metrics`"
@@ -141,7 +137,7 @@ def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tupl
         return exc.code, exc.read()
 
 
-class TemporaryVictoriaMetrics:
+class TemporaryVictoriaMetrics(TemporaryServer):
     """A real single-node VictoriaMetrics over the given series, for one `with` block.
 
     `openmetrics` is the text from `signals.tempprom.to_openmetrics` (or None for an empty
@@ -160,44 +156,10 @@ class TemporaryVictoriaMetrics:
         lookback_delta: float | None = None,
         disable_cache: bool = True,
     ) -> None:
+        super().__init__(startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self._openmetrics = openmetrics
-        self._startup_timeout = startup_timeout
-        self._stop_timeout = stop_timeout
         self._lookback_delta = lookback_delta
         self._disable_cache = disable_cache
-        self._dir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._url: str | None = None
-
-    @property
-    def url(self) -> str:
-        """`http://127.0.0.1:PORT`, without a trailing slash; only while running."""
-        if self._url is None:
-            raise RuntimeError("TemporaryVictoriaMetrics is not running")
-        return self._url
-
-    @property
-    def directory(self) -> Path:
-        """The private temp dir (data, log); only while running."""
-        if self._dir is None:
-            raise RuntimeError("TemporaryVictoriaMetrics is not running")
-        return self._dir
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    def __enter__(self) -> TemporaryVictoriaMetrics:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start, import and wait until queryable; on any failure everything started so far is undone."""
@@ -235,34 +197,13 @@ class TemporaryVictoriaMetrics:
         assert self._dir is not None
         port = free_loopback_port()
         log = self._dir / "victoria-metrics.log"
-        with log.open("wb") as out:
-            self._process = subprocess.Popen(
-                self._args(binary, port),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self._dir,
-                start_new_session=True,
-            )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + self._startup_timeout
-        while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                tail = _tail(log)
-                self._process = None
-                if "address already in use" in tail and not last_attempt:
-                    return False
-                raise TemporaryVictoriaMetricsError(
-                    f"victoria-metrics exited at start (exit {code}):\n{tail}"
-                )
-            with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-                if _request(f"{url}/health", timeout=1.0) == (200, b"OK"):
-                    self._url = url
-                    return True
-            time.sleep(0.05)
-        raise TemporaryVictoriaMetricsError(
-            f"victoria-metrics not ready after {self._startup_timeout:g}s on {url}:\n{_tail(log)}"
+        return self._spawn(
+            self._args(binary, port),
+            port,
+            log,
+            _healthy,
+            TemporaryVictoriaMetricsError,
+            last_attempt=last_attempt,
         )
 
     def _import(self, openmetrics: str) -> None:
@@ -313,21 +254,12 @@ class TemporaryVictoriaMetrics:
             )
         return body
 
-    def stop(self) -> None:
-        """SIGTERM to the process group, SIGKILL after `stop_timeout`, the temp dir removed. Idempotent."""
-        process, self._process, self._url = self._process, None, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=self._stop_timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=self._stop_timeout)
-        directory, self._dir = self._dir, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
+
+def _healthy(url: str) -> bool:
+    try:
+        return _request(f"{url}/health", timeout=1.0) == (200, b"OK")
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 def _chunks(lines: list[str], limit: int) -> list[bytes]:
