@@ -18,7 +18,7 @@ from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, re
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
-from signals.plan import Plan, ViewPlan, answer, compute, plan_round
+from signals.plan import Plan, ViewPlan, answer, compute, place, plan_round
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.recorded import recorded_plans, usable
 from signals.timeparse import format_instant
@@ -88,16 +88,6 @@ def query_scopes(resolutions: dict[str, Resolution], options: QueryOptions) -> d
     return scopes
 
 
-def _place(times: np.ndarray, values: np.ndarray, grid: np.ndarray, step: float) -> np.ndarray:
-    out = np.full(len(grid), np.nan)
-    if len(times) == 0:
-        return out
-    index = np.rint((times - grid[0]) / step).astype(np.int64)
-    keep = (index >= 0) & (index < len(grid))
-    out[index[keep]] = values[keep]
-    return out
-
-
 def frame_from_results(
     results: dict[str, QueryResult],
     grid: np.ndarray,
@@ -139,7 +129,7 @@ def frame_from_results(
             canonical = labels_of(labels)
             if (signal, canonical) in seen:
                 continue
-            placed = _place(
+            placed = place(
                 np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step
             )
             placed[~np.isfinite(placed)] = np.nan

@@ -7,9 +7,11 @@ and every fleet sum twice. A shaped source (`signals.catalog.SourceSpec.shape`) 
 views are made, so the plan asks Prometheus once per underlying sum and computes the rest
 here:
 
-- a histogram family: ONE query of bucket rates `sum by (le, <replica>)`; every quantile of
-  every view is `signals.quantile.bucket_quantile` of those buckets, the fleet's of the
-  buckets merged over replicas;
+- a histogram family: ONE query of its bucket rates, sent as they are (Prometheus would
+  spend as much again grouping them `by (le, <replica>)` as computing them; the grouping is
+  done here); every quantile of every view is `signals.quantile.bucket_quantile` of those
+  buckets, the fleet's of the buckets merged over replicas. A family nobody reads per
+  replica is asked for the fleet alone, `sum by (le)`;
 - a sum: `sum by (<replica>)`; the fleet's is the sum of the replicas';
 - a ratio: the numerator's and the denominator's `sum by (<replica>)`, shared with any other
   signal that sums the same thing (vLLM's request counter is the denominator of three).
@@ -159,17 +161,22 @@ def plan_round(
 # ------------------------------------------------------------------ computing the views
 
 
-def _dense(series: Iterable[SeriesData], grid: Array, step: float) -> list[tuple[dict[str, str], Array]]:
-    out = []
-    for labels, times, values in series:
-        row = np.full(len(grid), np.nan)
-        t = np.asarray(times, dtype=np.float64)
-        if len(t):
-            index = np.rint((t - grid[0]) / step).astype(np.int64)
-            keep = (index >= 0) & (index < len(grid))
-            row[index[keep]] = np.asarray(values, dtype=np.float64)[keep]
-        out.append(({k: v for k, v in labels.items() if k != "__name__"}, row))
+def place(times: Array, values: Array, grid: Array, step: float) -> Array:
+    """Samples on the round's grid (NaN where a step has none); samples off the grid dropped."""
+    out = np.full(len(grid), np.nan)
+    if len(times) == 0:
+        return out
+    index = np.rint((times - grid[0]) / step).astype(np.int64)
+    keep = (index >= 0) & (index < len(grid))
+    out[index[keep]] = values[keep]
     return out
+
+
+def _dense(series: Iterable[SeriesData], grid: Array, step: float) -> list[tuple[dict[str, str], Array]]:
+    return [
+        ({k: v for k, v in labels.items() if k != "__name__"}, place(times, values, grid, step))
+        for labels, times, values in series
+    ]
 
 
 def _sparse(labels: Mapping[str, str], row: Array, grid: Array, present: Mask) -> SeriesData:
