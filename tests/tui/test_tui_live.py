@@ -11,7 +11,7 @@ from tuiapp import live_feed
 from signals.tempprom import TemporaryPrometheus
 from triage.core.graph import TriageGraph
 from tui.app import Settings
-from tui.cli import create_app
+from tui.launch import create_app
 from tui.pilot import settle
 from tui.screens import SignalScreen
 from tui.widgets import SignalTile
