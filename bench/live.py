@@ -183,7 +183,8 @@ def in_child(url: str, at: float) -> dict[str, object]:
 
 
 def rules_file(directory: Path) -> Path:
-    from triage.rules import load_slo, render_rules
+    from triage.rules import load_slo
+    from triage.rules.render import render_rules
 
     path = directory / "triage-rules.yml"
     path.write_text(render_rules(load_catalog(), load_slo(), QueryOptions(), fleet_labels=()))

@@ -3,7 +3,7 @@
 Measures, headless (Textual's test driver, the same screen at 120x40):
   first paint     launch of `triage tui --fixture` on a bundled incident until the
                   diagnosis is on screen, each in a fresh process timed from before it
-                  starts (interpreter, imports, playbooks, fixture, app)  target <= 1.5 s
+                  starts (interpreter, imports, playbooks, fixture, app)  target <= 1.0 s
   cursor step     → on the 64-replica, 6-hour benchmark fixture: key, diagnosis at the
                   new moment, every widget redrawn (median and worst of 40)  target <= 100 ms
   key while slow  keys handled while a live fetch is stalled for 5 s by a server that
@@ -31,11 +31,16 @@ from bench.big_fixture import PATH as BIG
 from bench.big_fixture import build as build_big
 
 ROOT = Path(__file__).resolve().parent.parent
+PAINT_TARGET = 1.0
 
 PAINT_CHILD = r"""
 import asyncio, json, sys, time
 from triage.cli import main as core
-from tui.cli import TUI, build_from_args
+from tui.cli import TUI, prepare_process
+
+prepare_process()  # as the console script does before any command loads
+TUI.load()  # the handler's module, imported as `triage tui` imports it
+from tui.launch import build_from_args
 from tui.pilot import settle
 
 async def main():
@@ -101,8 +106,8 @@ def cursor_steps(steps: int) -> tuple[list[float], list[float], int]:
     from signals.fixture import load_fixture
     from triage.sources import load_graph
     from tui.app import Settings
-    from tui.cli import create_app
     from tui.feeds import FixtureFeed
+    from tui.launch import create_app
 
     if not BIG.exists():
         build_big()
@@ -169,8 +174,8 @@ def keys_while_stalled(keys: int) -> tuple[list[float], bool]:
     from signals.prometheus import PrometheusSource
     from triage.sources import load_graph
     from tui.app import Settings
-    from tui.cli import create_app
-    from tui.feeds import PrometheusFeed
+    from tui.launch import create_app
+    from tui.livefeed import PrometheusFeed
 
     url, server, stop = _silent_server()
     feed = PrometheusFeed(PrometheusSource(url, timeout=5.0, max_retries=0), load_catalog(), QueryOptions())
@@ -224,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         (
             "first paint, median of fresh launches",
             f"{statistics.median(paint):.2f} s",
-            "≤ 1.5 s",
-            statistics.median(paint) <= 1.5,
+            f"≤ {PAINT_TARGET} s",
+            statistics.median(paint) <= PAINT_TARGET,
         ),
         ("first paint, slowest launch", f"{max(paint):.2f} s", "—", None),
         (

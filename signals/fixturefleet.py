@@ -9,18 +9,22 @@ which one the expectation is about, and the replay diagnoses that fleet alone.
 
 The fleets of a raw fixture are found in its own series by the same discovery a live
 server gets (`signals.fleets`), so a name that matches no fleet, or several, is an error
-located in the file when it loads, not a surprise in the replay.
+located in the file when it loads, not a surprise in the replay. Only a raw fixture gets
+there (`fleets_in`, `expect.fleet`), so those two import the discovery themselves and a
+signal-level fixture loads without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
-from signals.fleets.labelsets import inventory_from_series
+from signals.vocabulary import DEFAULT_FLEET_LABELS
 from signals.yamldoc import Document
+
+if TYPE_CHECKING:
+    from signals.fleets import Fleet, FleetMap
 
 FLEET_KEYS = ("labels", "workload")
 
@@ -89,6 +93,8 @@ def read_fleet(doc: Document, value: Any) -> FixtureFleet:
 
 def read_expect_fleet(doc: Document, value: Any) -> str:
     """`expect.fleet`: a fleet's name or labels; the labels' syntax is checked here."""
+    from signals.fleets import FleetMap
+
     path: tuple[str | int, ...] = ("expect", "fleet")
     if not isinstance(value, str) or not value.strip():
         raise doc.error(path, f"expected a fleet's name or labels (key=value,...), got {_kind(value)}")
@@ -101,6 +107,9 @@ def read_expect_fleet(doc: Document, value: Any) -> str:
 
 def fleets_in(series: Iterable[tuple[str, Mapping[str, str]]], record: FixtureFleet | None) -> FleetMap:
     """The fleets raw series hold, found as a Prometheus holding them would show them."""
+    from signals.fleets import discover
+    from signals.fleets.labelsets import inventory_from_series
+
     return discover(inventory_from_series(series), fleet_labels(record))
 
 

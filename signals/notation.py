@@ -67,10 +67,23 @@ def _count(item: int, token: str, digits: str) -> int:
     return n
 
 
-def expand(text: str) -> list[Sample]:
-    """Expand a values string into one entry per step: a float, MISSING or STALE."""
+def _expand(text: str, missing: Sample, stale: Sample) -> list[Sample]:
+    """Expand a values string, `missing` and `stale` standing for `_` and `stale`."""
     out: list[Sample] = []
+    append, finite = out.append, math.isfinite  # bound once: the loop runs once per sample
     for index, token in enumerate(text.split(), start=1):
+        if "x" not in token and "_" not in token:
+            # One plain number, by far the commonest item: what float() reads here is what the
+            # notation's number is (no underscores, no hexadecimal); NaN, Inf, overflow and
+            # anything else go on to be told apart below.
+            try:
+                value = float(token)
+            except ValueError:
+                pass
+            else:
+                if finite(value):
+                    append(value)
+                    continue
         match = _ITEM.match(token)
         if match is None:
             if _NON_FINITE.match(token):
@@ -80,22 +93,27 @@ def expand(text: str) -> list[Sample]:
             raise NotationError(index, token, "not a number, a+bxn, axn, _, _xn or stale")
         if match["blank"]:
             n = _count(index, token, match["blank_n"]) if match["blank_n"] else 1
-            out.extend([MISSING] * n)
+            out.extend([missing] * n)
         elif match["stale"]:
             n = _count(index, token, match["stale_n"]) + 1 if match["stale_n"] else 1
-            out.extend([STALE] * n)
+            out.extend([stale] * n)
         else:
             a = float(match["a"])
             if match["n"] is None:
-                values = [a]
+                n, b = 0, 0.0
             else:
                 n = _count(index, token, match["n"])
                 b = float(match["b"]) if match["b"] else 0.0
-                values = [a + i * b for i in range(n + 1)]
-            if not all(math.isfinite(v) for v in values):
+            # a + i*b is monotonic in i, so the ends bound every step.
+            if not (math.isfinite(a) and math.isfinite(a + n * b)):
                 raise NotationError(index, token, "value overflows to infinity")
-            out.extend(values)
+            out.extend([a + i * b for i in range(n + 1)])
     return out
+
+
+def expand(text: str) -> list[Sample]:
+    """Expand a values string into one entry per step: a float, MISSING or STALE."""
+    return _expand(text, MISSING, STALE)
 
 
 def parse_values(text: str) -> npt.NDArray[np.float64]:
@@ -115,8 +133,7 @@ def parse_values(text: str) -> npt.NDArray[np.float64]:
                 bad = int(np.flatnonzero(~np.isfinite(array))[0])
                 raise NotationError(bad + 1, text.split()[bad], "value overflows to infinity")
             return array
-    samples = expand(text)
-    return np.array([s if isinstance(s, float) else math.nan for s in samples], dtype=np.float64)
+    return np.array(_expand(text, math.nan, math.nan), dtype=np.float64)
 
 
 def compress(values: npt.ArrayLike, precision: int = 6) -> str:

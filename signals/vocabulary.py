@@ -164,6 +164,8 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
 }
 
 REPLICA_LABEL: Final = "instance"
+DEFAULT_FLEET_LABELS: tuple[str, ...] = ("namespace", "model_name")
+"""The engine labels that name a fleet unless told otherwise (`--fleet-labels`)."""
 
 
 def suggest(name: str, choices: Iterable[str] | None = None) -> str:

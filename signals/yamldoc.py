@@ -67,6 +67,31 @@ def key_name(path: Iterable[str | int]) -> str:
     return out or "(document)"
 
 
+def _flow(line: str, flow: int) -> tuple[int, int]:
+    """The flow bracket depth after `line` and the deepest it reached, from `flow` before it;
+    brackets inside quoted scalars and comments do not count."""
+    peak = flow
+    if "[" not in line and "{" not in line and "]" not in line and "}" not in line:
+        return flow, peak  # the common line, read without looking at each character
+    quote = ""
+    previous = " "
+    for ch in line:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"" and previous in " [{,:":
+            quote = ch
+        elif ch == "#" and previous in " \t":
+            break
+        elif ch in "[{":
+            flow += 1
+            peak = max(peak, flow)
+        elif ch in "]}":
+            flow = max(0, flow - 1)
+        previous = ch
+    return flow, peak
+
+
 def _estimate_depth(text: str) -> tuple[int, int]:
     """Upper bound of nesting depth without parsing, and the line where it peaks.
 
@@ -91,23 +116,7 @@ def _estimate_depth(text: str) -> tuple[int, int]:
         while flow == 0 and (rest.startswith("- ") or rest == "-"):
             dashes += 1
             rest = rest[2:].lstrip(" ")
-        quote = ""
-        previous = " "
-        peak = flow
-        for ch in rest:
-            if quote:
-                if ch == quote:
-                    quote = ""
-            elif ch in "'\"" and previous in " [{,:":
-                quote = ch
-            elif ch == "#" and previous in " \t":
-                break
-            elif ch in "[{":
-                flow += 1
-                peak = max(peak, flow)
-            elif ch in "]}":
-                flow = max(0, flow - 1)
-            previous = ch
+        flow, peak = _flow(rest, flow)
         depth = len(indents) + dashes + peak
         if depth > worst:
             worst, worst_line = depth, number

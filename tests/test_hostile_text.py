@@ -16,8 +16,9 @@ from conftest import ROOT
 
 from signals.fixture import load_fixture
 from triage.core.graph import TriageGraph
+from triage.core.markdown import to_markdown
 from triage.core.model import Diagnosis, Forbidden
-from triage.core.render import to_json, to_markdown, to_text
+from triage.core.render import to_json, to_text
 from triage.core.walk import diagnose
 from triage.replay import fixture_symptom
 from triage.service.config import SinkSettings

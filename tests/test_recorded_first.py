@@ -19,7 +19,8 @@ from signals.prometheus import PrometheusSource
 from signals.recorded import record_name
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
 from triage.core.walk import diagnose
-from triage.rules import load_slo, render_rules
+from triage.rules import load_slo
+from triage.rules.render import render_rules
 from triage.sources import load_graph
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kv-pressure-vllm-v1-raw.yaml"

@@ -17,8 +17,9 @@ from conftest import ROOT
 from signals.fixture import load_fixture
 from triage.core.escape import escape_md
 from triage.core.graph import TriageGraph
+from triage.core.markdown import to_markdown
 from triage.core.model import Diagnosis
-from triage.core.render import to_markdown, to_text
+from triage.core.render import to_text
 from triage.core.sections import Sections, sections
 from triage.core.walk import diagnose
 from triage.replay import fixture_symptom

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from signals.fixture import load_fixture
 from triage.sources import load_graph
-from tui.cli import replay_app
+from tui.launch import replay_app
 from tui.pilot import settle
 
 ROOT = Path(__file__).resolve().parent.parent

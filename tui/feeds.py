@@ -1,8 +1,9 @@
-"""Where the TUI's signals come from: a recorded incident or a live Prometheus.
+"""Where the TUI's signals come from: a recorded incident, or a live Prometheus (`tui.livefeed`).
 
 The app is handed a feed and never builds one, so the CLI and the tests inject the
 same thing (a fixture, a real Prometheus, or a Prometheus that stalls). `load` runs in
-a thread worker: it may block on the network; it must never touch a widget.
+a thread worker: it may block on the network; it must never touch a widget. The live
+feed lives in its own module, so a replay loads no HTTP client.
 
 A live Prometheus holds many fleets. A `FleetFeed` can list them and be scoped to one:
 each load then finds that fleet again over its own window (a rollout's new pods are
@@ -11,20 +12,13 @@ read, a dead replica still counts) and scopes every exporter's queries to it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from signals.catalog import Catalog, QueryOptions, render
-from signals.errors import SignalError
 from signals.fixture import Fixture
-from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
-from signals.fleets.inventory import fetch_inventory
-from signals.fleets.scope import scoped_options
+from signals.fleets import FleetMap
 from signals.frame import SignalFrame
-from signals.live import fetch_frame
-from signals.prometheus import PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -106,56 +100,3 @@ class FixtureFeed:
             self.fixture.at if at is None else at,
             queries=catalog_queries(self.catalog, QueryOptions()),
         )
-
-
-@dataclass
-class PrometheusFeed:
-    """A live Prometheus: one concurrent round of range queries per load, under one deadline."""
-
-    prometheus: PrometheusSource
-    catalog: Catalog
-    options: QueryOptions
-    lookback: float = 7200.0
-    step: float = 30.0
-    clock: Callable[[], float] = time.time
-    live: bool = True
-    fleet: str | None = None
-    fleet_labels: tuple[str, ...] = DEFAULT_FLEET_LABELS
-
-    @property
-    def label(self) -> str:
-        return f"live {self.prometheus.url}"
-
-    def load(self, at: float | None = None) -> Snapshot:
-        now = self.clock()
-        moment = now if at is None else at
-        options, fleet = self.options, self._fleet(moment)
-        if fleet is not None:
-            options = scoped_options(fleet, options)
-        frame, report = fetch_frame(self.prometheus, self.catalog, options, moment, self.lookback, self.step)
-        queries = {}
-        for key, query in report.queries.items():
-            signal, view = key.split("/", 1)
-            if view == "replica" or signal not in queries:
-                queries[signal] = query
-        name = fleet.name if fleet is not None else None
-        return Snapshot(frame, frame.end, report.problems(), queries, fetched_at=now, fleet=name)
-
-    def fleets(self, at: float | None = None) -> FleetMap:
-        """The fleets the server held over the lookback before `at` (default: now)."""
-        moment = self.clock() if at is None else at
-        return discover(
-            fetch_inventory(self.prometheus, moment, self.lookback, self.options.selector), self.fleet_labels
-        )
-
-    def scoped(self, fleet: str | None) -> PrometheusFeed:
-        return replace(self, fleet=fleet)
-
-    def _fleet(self, at: float) -> Fleet | None:
-        """The fleet to scope to, found again at this moment; SignalError when it names none or several."""
-        if self.fleet is None:
-            return None
-        try:
-            return self.fleets(at).one(self.fleet, self.prometheus.url)
-        except ValueError as exc:
-            raise SignalError(f"fleet: {exc}") from None

@@ -6,8 +6,9 @@ and `scope` turns one fleet into each exporter's own selector and replica label,
 query of a diagnosis reads that fleet alone and no layer is blinded by the scoping.
 """
 
-from signals.fleets.discover import DEFAULT_FLEET_LABELS, Inventory, discover
+from signals.fleets.discover import Inventory, discover
 from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
+from signals.vocabulary import DEFAULT_FLEET_LABELS
 
 __all__ = [
     "DEFAULT_FLEET_LABELS",

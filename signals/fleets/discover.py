@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 
 from signals.dcgm import host_label, host_of
 from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
+from signals.vocabulary import DEFAULT_FLEET_LABELS
 
 Row = Mapping[str, str]
-DEFAULT_FLEET_LABELS: tuple[str, ...] = ("namespace", "model_name")
 ENGINES = {
     "vllm:num_requests_running": "vllm",
     "sglang:num_running_reqs": "sglang",

@@ -22,7 +22,8 @@ from signals.catalog import QueryOptions, load_catalog
 from signals.notation import compress
 from tools.cluster.harness import match
 from tools.cluster.scenarios import FleetTruth, Scenario
-from triage.rules import load_slo, render_rules
+from triage.rules import load_slo
+from triage.rules.render import render_rules
 
 
 def _selector(name: str, labels: dict[str, str]) -> str:

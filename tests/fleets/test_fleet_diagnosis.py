@@ -182,7 +182,7 @@ def test_an_alert_naming_a_fleet_scopes_the_diagnosis_and_an_unknown_one_is_refu
     alert["labels"]["namespace"] = "elsewhere"
     path.write_text(json.dumps(alert), encoding="utf-8")
     code, _, err = run(args, capsys)
-    assert code == EXIT_USAGE and "--alert: no fleet {namespace=\"elsewhere\"" in err
+    assert code == EXIT_USAGE and '--alert: no fleet {namespace="elsewhere"' in err
 
 
 def test_signals_check_capture_and_audit_take_a_fleet(

@@ -157,6 +157,7 @@ def test_raw_level_keeps_exporter_names(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="unknown signal"):
         load_fixture(write(tmp_path, text))
 
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_fixture(str(tmp_path / "nope.yaml"))

@@ -42,7 +42,8 @@ from triage.audit.promql import expand, metric_names_in
 from triage.audit.queries import instant_queries
 from triage.audit.render import render_audit
 from triage.audit.rules import Rule, RulesView, analyse_alert, latency_kind
-from triage.rules import load_slo, render_rules
+from triage.rules import load_slo
+from triage.rules.render import render_rules
 
 START = 1_791_000_000.0
 STEP = 15.0

@@ -19,12 +19,13 @@ from signals.errors import InputError, InputErrors
 from signals.frame import Series, SignalFrame, build_frame, labels_of
 from signals.yamldoc import parse_yaml
 from triage.capacity.calculator import CapacityInputs, plan, replicas_needed
-from triage.capacity.inputs import EXAMPLE_FILE, load_inputs, parse_inputs
+from triage.capacity.inputs import load_inputs, parse_inputs
 from triage.capacity.measure import measure_rate_at_slo, measured_rate_at_slo
 from triage.capacity.memory import concurrency_ceiling, kv_bytes_per_token, memory_budget
 from triage.capacity.presets import GPU_PRESETS, MODEL_PRESETS
 from triage.capacity.render import render_presets, render_text
 from triage.capacity.specs import GIB, MIB, CapacityError, ModelSpec
+from triage.cli.capacity import CAPACITY_EXAMPLE
 
 LLAMA_8B = MODEL_PRESETS["llama-3.1-8b"]
 LLAMA_70B = MODEL_PRESETS["llama-3.1-70b"]
@@ -413,7 +414,7 @@ def test_flags_override_the_file_and_their_errors_name_the_flag(tmp_path: Path) 
 
 
 def test_the_documented_example_file_is_valid() -> None:
-    inputs = parse_inputs(parse_yaml(EXAMPLE_FILE, "example.yaml"))
+    inputs = parse_inputs(parse_yaml(CAPACITY_EXAMPLE, "example.yaml"))
     assert inputs.model is LLAMA_8B and plan(inputs).gpus == 9
 
 

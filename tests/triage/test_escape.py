@@ -9,7 +9,7 @@ import pytest
 
 from triage.audit.render import _MARKDOWN as AUDIT_MARKDOWN
 from triage.core.escape import escape_md, printable
-from triage.core.render import markdown_template
+from triage.core.markdown import markdown_template
 from triage.report.report import _environment
 from triage.report.scorecard import _ENV as SCORECARD
 

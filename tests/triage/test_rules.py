@@ -31,8 +31,9 @@ from signals.notation import compress, parse_values
 from signals.timeparse import parse_duration
 from triage.core.graph import TriageGraph
 from triage.core.model import SYMPTOMS
-from triage.rules import ALERT_GROUP, SIGNAL_GROUP, SLO_DEFAULTS, Slo, load_slo, render_rules
+from triage.rules import SLO_DEFAULTS, Slo, load_slo
 from triage.rules.records import UNJOINED
+from triage.rules.render import ALERT_GROUP, SIGNAL_GROUP, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

@@ -20,9 +20,10 @@ import yaml
 from test_rules import annotate, promtool, run_promtool
 
 from signals.catalog import Catalog, QueryOptions, load_catalog
-from triage.rules import ALERT_GROUP, SIGNAL_GROUP, load_slo, render_rules
+from triage.rules import load_slo
 from triage.rules.alerts import alerts
 from triage.rules.records import Views
+from triage.rules.render import ALERT_GROUP, SIGNAL_GROUP, render_rules
 
 EDGE = ("GatewayLatencyP99High", "UpstreamErrorRatioHigh")
 STEP = "15s"

@@ -23,8 +23,9 @@ from test_rules import promtool, run_promtool
 
 from signals.catalog import QueryOptions, load_catalog, render
 from triage.cli.main import main
-from triage.rules import ALERT_GROUP, SIGNAL_GROUP, load_slo, render_rules
+from triage.rules import load_slo
 from triage.rules.promql import PromQLRewriteError, per_fleet, printed
+from triage.rules.render import ALERT_GROUP, SIGNAL_GROUP, render_rules
 
 GROUPING = re.compile(r"\bby \(([^)]*)\)")
 

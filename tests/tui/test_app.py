@@ -14,8 +14,8 @@ from signals.timeparse import format_instant
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO
 from tui.app import Settings, TriageApp
-from tui.cli import create_app
 from tui.feeds import FixtureFeed, Snapshot
+from tui.launch import create_app
 from tui.pilot import settle
 from tui.screens import KEYS, HelpScreen, SignalScreen
 from tui.widgets import SignalTile, WalkTree

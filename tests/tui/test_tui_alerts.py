@@ -20,7 +20,7 @@ from tuiapp import fixture_app, live_feed
 from signals.tempprom import TemporaryPrometheus
 from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
-from tui.cli import create_app
+from tui.launch import create_app
 from tui.pilot import settle
 
 

@@ -25,9 +25,11 @@ from signals.fleets import Fleet, FleetMap
 from signals.prometheus import PrometheusSource
 from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
-from tui.cli import add_tui_parser, build_from_args, create_app, main
-from tui.feeds import FixtureFeed, PrometheusFeed, Snapshot
+from tui.cli import add_tui_parser, main
+from tui.feeds import FixtureFeed, Snapshot
 from tui.fleets import ALL, FleetScreen
+from tui.launch import build_from_args, create_app
+from tui.livefeed import PrometheusFeed
 from tui.pilot import settle
 
 PODS_8B = 3

@@ -13,7 +13,7 @@ from vmserver import ENGINES, require_engine, temporary_engine
 
 from triage.core.graph import TriageGraph
 from tui.app import Settings
-from tui.cli import create_app
+from tui.launch import create_app
 from tui.pilot import settle
 from tui.screens import SignalScreen
 from tui.widgets import SignalTile

@@ -10,8 +10,8 @@ from signals.fixture import load_fixture
 from signals.prometheus import PrometheusSource
 from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
-from tui.cli import replay_app
-from tui.feeds import PrometheusFeed
+from tui.launch import replay_app
+from tui.livefeed import PrometheusFeed
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

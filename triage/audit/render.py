@@ -13,7 +13,7 @@ from typing import Final
 from signals.timeparse import format_duration, format_instant
 from triage.audit.checklist import bundled_checklist
 from triage.audit.model import STATUS_ORDER, AuditItem, AuditReport, Section
-from triage.core.render import markdown_environment
+from triage.core.markdown import markdown_environment
 
 FORMATS: Final = ("text", "markdown", "json")
 _MARKDOWN: Final = markdown_environment("triage.audit")

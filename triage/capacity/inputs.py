@@ -313,23 +313,3 @@ _INPUT_FIELDS: Final = frozenset(CapacityInputs.__dataclass_fields__) - {"overhe
 def load_inputs(path: str | None = None, flags: Mapping[str, Any] | None = None) -> CapacityInputs:
     """Read a capacity YAML file (if any) and apply flags on top; the only function here that does IO."""
     return parse_inputs(read_yaml(path) if path is not None else None, flags)
-
-
-EXAMPLE_FILE: Final = """\
-# triage capacity --config FILE: every key but model and gpu is optional.
-schema_version: 1
-model: llama-3.1-8b            # a preset, or a mapping of name, layers, hidden_size,
-                               # attention_heads, kv_heads, head_dim, params, experts, experts_per_token
-gpu: h100-80gb                 # a preset, or {name: x, memory_gib: 80} (or memory_bytes / memory_gb)
-tp: 1
-weight_dtype: bf16             # fp32 fp16 bf16 fp8 int8 int4
-kv_dtype: auto                 # auto (the model's dtype) fp16 bf16 fp8 int8 int4
-context_tokens: 4096           # or prompt_tokens + output_tokens
-gpu_memory_utilization: 0.90   # above 0.95 is the checklist's red line
-activation_fraction: 0.05      # of the per-GPU budget; from vLLM's start-up log if you have it
-overhead_gib: 2                # CUDA context, CUDA graphs, NCCL per GPU
-peak_rate: 30                  # req/s at peak
-per_replica_rate: 4            # req/s one replica sustains within SLO (load test)
-redundancy: 1                  # replicas for one failure or a rolling update
-"""
-"""A documented example of the capacity file, for docs and `--help`."""

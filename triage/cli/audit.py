@@ -1,19 +1,13 @@
 """`triage audit`: a live fleet checked against the deployment checklist.
 
-Finds before an incident what the checklist would have caught; exit 1 when an item
-fails, so it can gate a rollout.
+Its arguments and help; what it runs is `triage.cli.handlers.audit`.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-from typing import TextIO
 
-from signals.errors import SignalError
-from triage.audit import AuditSettings, render_audit, run_audit
-from triage.cli import common, sourceargs
-from triage.rules import load_slo
+from triage.cli import common, sourceoptions
 
 
 def add_parser(sub: common.Subparsers) -> None:
@@ -31,22 +25,7 @@ def add_parser(sub: common.Subparsers) -> None:
     au.add_argument("--lookback", metavar="DURATION", default="6h", help="history to judge by (default 6h)")
     au.add_argument("--step", metavar="DURATION", default="1m", help="resolution (default 1m)")
     au.add_argument("--slo", metavar="FILE", help="SLO thresholds (as for triage rules)")
-    sourceargs.add_prometheus_options(au, required=True)
+    sourceoptions.add_prometheus_options(au, required=True)
 
 
-def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    at = common.live_moment(args.at, time.time(), "--at")
-    settings = AuditSettings.from_slo(
-        load_slo(args.slo),
-        lookback=sourceargs.duration_arg(args.lookback, "--lookback"),
-        step=sourceargs.duration_arg(args.step, "--step"),
-    )
-    report = run_audit(*sourceargs.live_source(args, at, settings.lookback), at, settings)
-    if report.nothing_readable:
-        reasons = "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:3])
-        raise SignalError(f"{args.prometheus}: nothing could be read ({reasons})")
-    out.write(render_audit(report, args.format))
-    return common.EXIT_FAILED if report.counts().get("fail", 0) else common.EXIT_OK
-
-
-COMMAND = common.Command("audit", add_parser, cmd_audit)
+COMMAND = common.Command("audit", add_parser, "triage.cli.handlers.audit:cmd_audit")

@@ -1,26 +1,34 @@
 """`triage capacity`: how many replicas, by the capacity method.
 
-The answer to "just scale out" worked through: KV per token, the memory budget, the
-concurrency ceiling and the replica count, with the per-replica rate measured from a
-Prometheus when one is given rather than guessed.
+Its arguments and help; what it runs is `triage.cli.handlers.capacity`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from dataclasses import replace
-from typing import TextIO
+from typing import Final
 
-from signals.errors import SignalError
-from signals.live import fetch_frame
-from triage.capacity import EXAMPLE_FILE as CAPACITY_EXAMPLE
-from triage.capacity import load_inputs as load_capacity_inputs
-from triage.capacity import measure_rate_at_slo, render_presets
-from triage.capacity import plan as capacity_plan
-from triage.capacity import render_text as render_capacity
-from triage.cli import common, sourceargs
+from triage.cli import common, sourceoptions
+
+CAPACITY_EXAMPLE: Final = """\
+# triage capacity --config FILE: every key but model and gpu is optional.
+schema_version: 1
+model: llama-3.1-8b            # a preset, or a mapping of name, layers, hidden_size,
+                               # attention_heads, kv_heads, head_dim, params, experts, experts_per_token
+gpu: h100-80gb                 # a preset, or {name: x, memory_gib: 80} (or memory_bytes / memory_gb)
+tp: 1
+weight_dtype: bf16             # fp32 fp16 bf16 fp8 int8 int4
+kv_dtype: auto                 # auto (the model's dtype) fp16 bf16 fp8 int8 int4
+context_tokens: 4096           # or prompt_tokens + output_tokens
+gpu_memory_utilization: 0.90   # above 0.95 is the checklist's red line
+activation_fraction: 0.05      # of the per-GPU budget; from vLLM's start-up log if you have it
+overhead_gib: 2                # CUDA context, CUDA graphs, NCCL per GPU
+peak_rate: 30                  # req/s at peak
+per_replica_rate: 4            # req/s one replica sustains within SLO (load test)
+redundancy: 1                  # replicas for one failure or a rolling update
+"""
+"""A documented example of the file `triage.capacity.inputs` reads, for docs and `--help` (kept
+with the help, so printing it loads nothing of the capacity room; a test parses it)."""
 
 
 def add_parser(sub: common.Subparsers) -> None:
@@ -61,43 +69,7 @@ def add_parser(sub: common.Subparsers) -> None:
     ca.add_argument("--at", metavar="T", help="for measuring: end of the history (default now)")
     ca.add_argument("--format", choices=("text", "json"), default="text")
     ca.add_argument("--list-presets", action="store_true", help="print the model and GPU presets and exit")
-    sourceargs.add_prometheus_options(ca)
+    sourceoptions.add_prometheus_options(ca)
 
 
-def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
-    if args.list_presets:
-        out.write(render_presets())
-        return common.EXIT_OK
-    flags = {
-        "model": args.model,
-        "gpu": args.gpu,
-        "tp": args.tp,
-        "weight_dtype": args.weight_dtype,
-        "kv_dtype": args.kv_dtype,
-        "context_tokens": args.context,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
-        "activation_fraction": args.activation_fraction,
-        "overhead_gib": args.overhead_gib,
-        "peak_rate": args.peak_rate,
-        "per_replica_rate": args.per_replica_rate,
-        "redundancy": args.redundancy,
-    }
-    inputs = load_capacity_inputs(args.config, flags)
-    if args.prometheus:
-        lookback = sourceargs.duration_arg(args.lookback, "--lookback")
-        step = max(60.0, lookback / 10_000)
-        at = common.live_moment(args.at, time.time(), "--at")
-        frame, _ = fetch_frame(*sourceargs.live_source(args, at, lookback), at, lookback, step)
-        measured = measure_rate_at_slo(frame, args.ttft_slo, args.tpot_slo)
-        if measured is None:
-            raise SignalError("no replica served traffic within the SLOs in the window: nothing to measure")
-        inputs = replace(inputs, per_replica_rate=measured.rate, per_replica_rate_source=measured.describe())
-    result = capacity_plan(inputs)
-    if args.format == "json":
-        out.write(json.dumps(result.to_json(), indent=2) + "\n")
-    else:
-        out.write(render_capacity(result))
-    return common.EXIT_OK
-
-
-COMMAND = common.Command("capacity", add_parser, cmd_capacity)
+COMMAND = common.Command("capacity", add_parser, "triage.cli.handlers.capacity:cmd_capacity")

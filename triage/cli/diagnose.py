@@ -1,30 +1,13 @@
 """`triage diagnose`: the diagnosis at one moment, from a recorded fixture or a live Prometheus.
 
-The on-call answer without the TUI, for pipes and tickets (text, Markdown, JSON). It
-can start from the alert that paged, taking the alert's symptom and its startsAt.
+Its arguments and help; what it runs is `triage.cli.handlers.diagnose`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from dataclasses import replace
-from typing import TextIO
 
-from signals.fixture import Fixture, is_offset
-from signals.fleets import Fleet
-from signals.fleets.scope import scoped_options
-from signals.live import fetch_frame
-from signals.timeparse import format_instant, parse_duration, parse_instant
-from triage.cli import common, sourceargs
-from triage.cli.alertfile import read_alert
-from triage.core.escape import printable
-from triage.core.model import AUTO, Diagnosis
-from triage.core.reads import replica_reads
-from triage.core.render import to_json, to_markdown, to_text
-from triage.core.walk import diagnose, symptom_from_alert
-from triage.replay import fixture_symptom
+from triage.cli import common, sourceoptions
 
 
 def add_parser(sub: common.Subparsers) -> None:
@@ -58,109 +41,7 @@ def add_parser(sub: common.Subparsers) -> None:
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
     common.add_playbook_option(d)
-    sourceargs.add_prometheus_options(d)
+    sourceoptions.add_prometheus_options(d)
 
 
-def _at_arg(value: str | None, fixture: Fixture) -> float:
-    if value is None:
-        return fixture.at
-    try:
-        at = fixture.start + parse_duration(value) if is_offset(value) else parse_instant(value)
-    except ValueError as exc:
-        raise common.UsageError(f"--at: {exc}") from None
-    if not fixture.frame.start <= at <= fixture.frame.end:
-        raise common.UsageError(
-            f"--at: {format_instant(at)} is outside the data "
-            f"({format_instant(fixture.frame.start)} to {format_instant(fixture.frame.end)})"
-        )
-    return at
-
-
-def _render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
-    if args.format == "json":
-        out.write(to_json(diagnosis) + "\n")
-    elif args.format == "markdown":
-        out.write(to_markdown(diagnosis))
-    else:
-        out.write(to_text(diagnosis, color=common.use_color(out), verbose=args.verbose))
-
-
-def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
-    if bool(args.fixture) == bool(args.prometheus):
-        raise common.UsageError("give either --fixture PATH or --prometheus URL")
-    graph = common.graph_from_args(args)
-    symptom = common.symptom_arg(args.symptom, graph.knowledge)
-    alert = read_alert(args.alert) if args.alert else None
-    if alert is not None and symptom is None:
-        symptom = symptom_from_alert(alert.labels, graph.knowledge)
-        source = "alert" if symptom else "auto"
-    else:
-        source = "given" if symptom else "auto"
-    if args.fixture:
-        fixture = common.load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
-        at = _at_arg(args.at, fixture)
-        if alert is not None and args.at is None and alert.starts_at is not None:
-            at = _at_arg(format_instant(alert.starts_at), fixture)
-        if symptom is None:
-            chosen, source = fixture_symptom(fixture, None, graph.knowledge)
-        else:
-            chosen = symptom
-        _render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
-        return common.EXIT_OK
-    now = time.time()
-    at = common.live_moment(args.at, now, "--at")
-    if args.at is None and alert is not None and alert.starts_at is not None:
-        at = alert.starts_at
-    lookback = sourceargs.duration_arg(args.lookback, "--lookback")
-    step = sourceargs.duration_arg(args.step, "--step")
-    prometheus, cat, options = sourceargs.live_source(args, at, lookback, scope=False)
-    fleets = sourceargs.fleets_to_diagnose(prometheus, args, at, lookback, alert.labels if alert else None)
-    if len(fleets) > 1 and symptom is not None:
-        listing = "\n".join(f"  {f.name}" for f in fleets)
-        raise common.UsageError(
-            f"{prometheus.url} holds {len(fleets)} fleets; name one with --fleet (or use --symptom auto "
-            f"to diagnose each one in breach):\n{listing}"
-        )
-
-    def one(fleet: Fleet | None) -> Diagnosis:
-        scoped = scoped_options(fleet, options) if fleet is not None else options
-        frame, report = fetch_frame(
-            prometheus, cat, scoped, at, lookback, step, replica_reads(graph.knowledge)
-        )
-        found = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
-        return replace(
-            found,
-            signal_problems=tuple(sorted(report.problems().items())),
-            fleet=fleet.identity if fleet is not None else (),
-        )
-
-    if len(fleets) <= 1:
-        _render(one(fleets[0] if fleets else None), args, out)
-        return common.EXIT_OK
-    _render_each(prometheus.url, [(f, one(f)) for f in fleets], args, out)
-    return common.EXIT_OK
-
-
-def _render_each(
-    server: str, results: list[tuple[Fleet, Diagnosis]], args: argparse.Namespace, out: TextIO
-) -> None:
-    """Every fleet in breach with its own answer; the quiet ones named in one line."""
-    breached = [(f, d) for f, d in results if d.symptom_visible]
-    quiet = [f.name for f, d in results if not d.symptom_visible]
-    if args.format == "json":
-        payload = {
-            "server": server,
-            "fleets": [d.to_json() for _, d in breached],
-            "quiet": quiet,
-        }
-        out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-        return
-    out.write(f"{len(results)} fleets in {server}: {len(breached)} in breach\n")
-    for fleet, diagnosis in breached:
-        out.write(f"\n== FLEET {printable(fleet.name)}\n")
-        _render(diagnosis, args, out)
-    if quiet:
-        out.write(f"\nno breach: {printable(', '.join(quiet))}\n")
-
-
-COMMAND = common.Command("diagnose", add_parser, cmd_diagnose)
+COMMAND = common.Command("diagnose", add_parser, "triage.cli.handlers.diagnose:cmd_diagnose")

@@ -4,8 +4,10 @@ Stdout carries the product (the diagnosis, the timeline, the test report); stder
 carries diagnostics. Every input problem is one `file:line: key: message` line and exit
 code 2; nothing reaches the user as a traceback (set TRIAGE_DEBUG=1 to see one).
 
-The layer above (the TUI's console script) reaches the command line through this module
-alone, so the shared pieces it builds its own command from are re-exported here.
+Building the parser imports only the light modules (`common` and each command's module,
+argparse and the standard library); a command's handler, with what it needs, is imported
+when that command runs. The layer above (the TUI's console script) builds its own command
+from the pieces re-exported here, which are as light.
 """
 
 from __future__ import annotations
@@ -40,25 +42,20 @@ from triage.cli.common import (
     EXIT_USAGE,
     Command,
     MissingSubcommand,
+    SourceArgError,
     UsageError,
     add_playbook_option,
-    graph_from_args,
-    load_checked_fixture,
-    symptom_arg,
 )
-from triage.cli.sourceargs import SourceArgError
 
 __all__ = [
     "EXIT_OK",
     "EXIT_UNAVAILABLE",
     "Extension",
+    "SourceArgError",
     "UsageError",
     "add_playbook_option",
     "build_parser",
-    "graph_from_args",
-    "load_checked_fixture",
     "main",
-    "symptom_arg",
 ]
 
 EPILOG = """\

@@ -1,20 +1,13 @@
 """`triage serve`: the Alertmanager webhook service, among the commands.
 
-Its options and run loop live in `triage.service.command`, which imports the web stack
-only when the service runs, so every other command starts without it.
+Its options are `triage.service.command` (argparse only) and its run loop
+`triage.service.launch`, imported when the service runs, so every other command starts
+without the web stack.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import TextIO
-
 from triage.cli import common
-from triage.service.command import add_serve_parser, run_serve
+from triage.service.command import add_serve_parser
 
-
-def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    return run_serve(args)
-
-
-COMMAND = common.Command("serve", add_serve_parser, cmd_serve)
+COMMAND = common.Command("serve", add_serve_parser, "triage.service.launch:run_serve")

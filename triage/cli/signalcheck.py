@@ -1,23 +1,11 @@
 """`triage signals check`: what a live Prometheus can tell, found out before an incident needs it.
 
-Every vocabulary signal resolved against the server's metric names, to its source or
-to blind, with the causes a blind signal leaves unprovable: a missing exporter is
-better found on a quiet day than during a page.
+Its arguments and help; what it runs is `triage.cli.handlers.signalcheck`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from typing import TextIO
-
-from signals.catalog import resolve
-from triage.cli import common, sourceargs
-from triage.cli.fleets import blind_for
-from triage.core.escape import printable
-from triage.core.playbook import AnyOf, Knowledge
-from triage.sources import load_playbooks
+from triage.cli import common, sourceoptions
 
 
 def add_parser(sub: common.Subparsers) -> None:
@@ -32,88 +20,7 @@ def add_parser(sub: common.Subparsers) -> None:
     sc.add_argument("--format", choices=("text", "json"), default="text")
     sc.add_argument("--at", metavar="T", help="with --fleet: when to find the fleet (default now)")
     common.add_playbook_option(sc)
-    sourceargs.add_prometheus_options(sc, required=True)
+    sourceoptions.add_prometheus_options(sc, required=True)
 
 
-def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
-    """Causes with a required check whose every signal is blind, and those signals."""
-    out: dict[str, list[str]] = {}
-    for cid, cause in sorted(kb.causes.items()):
-        for entry in cause.requires:
-            members = entry.any if isinstance(entry, AnyOf) else (entry,)
-            signals = [s for m in members for s in m.signals()]
-            if signals and all(s in blind for s in signals):
-                out.setdefault(cid, []).extend(s for s in signals if s not in out.get(cid, []))
-    return out
-
-
-def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
-    kb = load_playbooks(args.playbooks)
-    prometheus = sourceargs.prometheus_source(args)
-    names = prometheus.metric_names()
-    at = common.live_moment(args.at, time.time(), "--at")
-    fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet, at) if args.fleet else None
-    resolutions = resolve(sourceargs.catalog(args), names, fleet.engine if fleet else None)
-    # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
-    fleet_blind = blind_for(fleet, resolutions) if fleet else {}
-    blind = {name for name, r in resolutions.items() if r.blind} | set(fleet_blind)
-    unprovable = unprovable_causes(kb, blind)
-    deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
-    if args.format == "json":
-        payload = {
-            "server": prometheus.url,
-            "metric_names": len(names),
-            "signals": {
-                name: {
-                    "replica": r.replica.source if r.replica else None,
-                    "fleet": r.fleet.source if r.fleet else None,
-                    "blind": r.blind or name in fleet_blind,
-                    "deprecated_in_use": list(r.deprecated_in_use),
-                }
-                for name, r in sorted(resolutions.items())
-            },
-            "fleet": fleet.name if fleet else None,
-            "unprovable_causes": unprovable,
-            "deprecated_in_use": deprecated,
-        }
-        out.write(json.dumps(payload, indent=2) + "\n")
-        return common.EXIT_OK
-    scope = f" for fleet {printable(fleet.name)}" if fleet else ""
-    out.write(
-        f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
-        f"{len(resolutions)} signals resolved{scope}\n"
-    )
-    width = max(len(n) for n in resolutions)
-    for name, r in sorted(resolutions.items()):
-        if r.blind:
-            status = "BLIND"
-        elif name in fleet_blind:
-            status = f"BLIND for this fleet: {fleet_blind[name]}"
-        else:
-            replica = r.replica.source if r.replica else "-"
-            whole = r.fleet.source if r.fleet else "-"
-            status = f"replica: {replica}, fleet: {whole}"
-        if r.deprecated_in_use:
-            status += f"  (deprecated names in use: {', '.join(r.deprecated_in_use)})"
-        out.write(f"  {name:<{width}}  {status}\n")
-    if unprovable:
-        out.write("causes left unprovable (a required check reads only blind signals):\n")
-        for cause, signals in unprovable.items():
-            out.write(f"  {cause}: needs {', '.join(signals)}\n")
-    else:
-        out.write("every cause can be proven from what this server has\n")
-    if deprecated:
-        out.write(
-            f"deprecated metric names in use: {', '.join(deprecated)} "
-            "(renamed in vLLM 0.9-0.11, or the inference extension's 1.0)\n"
-        )
-    return common.EXIT_OK
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    if args.signals_command == "check":
-        return cmd_signals_check(args, out)
-    raise common.MissingSubcommand
-
-
-COMMAND = common.Command("signals", add_parser, run)
+COMMAND = common.Command("signals", add_parser, "triage.cli.handlers.signalcheck:run")

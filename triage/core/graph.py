@@ -1,45 +1,33 @@
-"""The decision graph: playbook knowledge as a networkx DiGraph the walk follows.
+"""The decision graph the walk follows: which causes a symptom reaches, through which layers.
 
-Nodes are typed by a prefix: `symptom:ttft_slow`, `layer:ttft_slow/request` (a layer
-node per symptom, so that a symptom reaches only the causes its layers list),
-`cause:kv_pressure`, `check:kv_pressure/requires/0`, `action:...`, `forbidden:...`.
-Edges: symptom -> layer -> cause, cause -> check, cause -> action, cause -> cause
-(`explains`), and symptom or cause -> forbidden action (what makes it tempting).
+A symptom reaches causes through its layers (symptom -> layer -> cause), in layer order
+and then in the order its playbook lists them; that reach is all the walk asks of the
+graph, so it is read from the knowledge once, when the graph is built. The whole graph
+as a networkx DiGraph, with the checks, actions, `explains` and forbidden actions as
+well, is `triage.core.digraph`, built where it is looked at (`triage playbooks check`),
+so a diagnosis does not import networkx. A test holds the two to the same edges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import networkx as nx
 
 from triage.core.model import LAYERS, Action
 from triage.core.playbook import Knowledge
 
 
-def node(kind: str, name: str) -> str:
-    return f"{kind}:{name}"
-
-
 @dataclass(frozen=True)
 class TriageGraph:
-    """The knowledge and the graph built from it; the walk asks it what to visit."""
+    """The knowledge and the reach built from it; the walk asks it what to visit."""
 
     knowledge: Knowledge
-    graph: nx.DiGraph
+    reach: Mapping[str, tuple[str, ...]]
+    """Per symptom, the causes its layers list: in layer then playbook order, each once."""
 
     def causes_of(self, symptom: str) -> list[str]:
         """Causes reachable from a symptom through its layers, in layer then playbook order."""
-        out: list[str] = []
-        for layer in LAYERS:
-            layer_node = node("layer", f"{symptom}/{layer}")
-            if layer_node not in self.graph:
-                continue
-            for succ in self.graph.successors(layer_node):
-                name = succ.split(":", 1)[1]
-                if name not in out:
-                    out.append(name)
-        return out
+        return list(self.reach.get(symptom, ()))
 
     def layers_of(self, symptom: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         spec = self.knowledge.symptoms[symptom]
@@ -51,36 +39,13 @@ class TriageGraph:
 
 
 def build_graph(kb: Knowledge) -> TriageGraph:
-    """Build the DiGraph; the playbook loader has already checked every reference."""
-    g = nx.DiGraph()
+    """The graph of `kb`; the playbook loader has already checked every reference."""
+    reach: dict[str, tuple[str, ...]] = {}
     for sid, s in sorted(kb.symptoms.items()):
-        g.add_node(node("symptom", sid), kind="symptom", title=s.title)
+        causes: list[str] = []
         for layer in LAYERS:
-            members = s.layers.get(layer, ())  # type: ignore[call-overload]
-            if not members:
-                continue
-            layer_node = node("layer", f"{sid}/{layer}")
-            g.add_node(layer_node, kind="layer", layer=layer)
-            g.add_edge(node("symptom", sid), layer_node)
-            for cid in members:
-                g.add_edge(layer_node, node("cause", cid))
-    for cid, c in sorted(kb.causes.items()):
-        g.add_node(node("cause", cid), kind="cause", layer=c.layer, title=c.title)
-        for section in ("requires", "supports", "against"):
-            for i, check in enumerate(getattr(c, section)):
-                check_node = node("check", f"{cid}/{section}/{i}")
-                g.add_node(check_node, kind="check", role=section, spec=check)
-                g.add_edge(node("cause", cid), check_node)
-        for aid in c.first_actions:
-            g.add_edge(node("cause", cid), node("action", aid))
-        for other in c.explains:
-            g.add_edge(node("cause", cid), node("cause", other), relation="explains")
-    for aid in kb.actions:
-        g.add_node(node("action", aid), kind="action")
-    for fid, f in sorted(kb.forbidden.items()):
-        g.add_node(node("forbidden", fid), kind="forbidden")
-        for sid in f.when.symptoms:
-            g.add_edge(node("symptom", sid), node("forbidden", fid))
-        for cid in f.when.causes:
-            g.add_edge(node("cause", cid), node("forbidden", fid))
-    return TriageGraph(kb, g)
+            for cid in s.layers.get(layer, ()):  # type: ignore[call-overload]
+                if cid not in causes:
+                    causes.append(cid)
+        reach[sid] = tuple(causes)
+    return TriageGraph(kb, reach)

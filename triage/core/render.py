@@ -1,11 +1,10 @@
-"""Renderings of a Diagnosis: terminal text, Markdown for tickets, and JSON.
+"""Renderings of a Diagnosis: terminal text and JSON (Markdown is `triage.core.markdown`).
 
 The text and the Markdown lay out the sections of `triage.core.sections`, which the TUI
 and the webhook service's messages read too, so all of them say the same thing. The
 terminal view puts the symptom and the verdict first so an engineer paged at night
 reads it in ten seconds; colour only on a terminal, and never when NO_COLOR is set
-(rich handles both). Markdown comes from a jinja2 template with autoescaping off (it
-is not HTML) and table cells escaped by a filter; JSON is the contract of VOCABULARY.md.
+(rich handles both). JSON is the contract of VOCABULARY.md.
 """
 
 from __future__ import annotations
@@ -14,11 +13,9 @@ import io
 import json
 import math
 
-import jinja2
 from rich.console import Console
 from rich.text import Text
 
-from triage.core.escape import escape_md
 from triage.core.model import Diagnosis
 from triage.core.sections import Spans, Tone, sections
 
@@ -38,36 +35,6 @@ def fmt(value: float | None) -> str:
 
 def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
     return json.dumps(diagnosis.to_json(), indent=indent, ensure_ascii=False)
-
-
-def markdown_environment(package: str) -> jinja2.Environment:
-    """The jinja2 environment for a room's bundled Markdown templates (`<package>/templates`).
-
-    No autoescape (Markdown is not HTML); free text is escaped by the one `e_md` filter,
-    so the diagnosis, the audit and any other Markdown product escape alike.
-    """
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader(package, "templates"),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=False,
-    )
-    env.filters["e_md"] = escape_md
-    return env
-
-
-_ENV = markdown_environment("triage.core")
-
-
-def markdown_template(name: str) -> jinja2.Template:
-    """A bundled Markdown template of the core (table cells escaped by the `e_md` filter)."""
-    return _ENV.get_template(name)
-
-
-def to_markdown(diagnosis: Diagnosis) -> str:
-    template = markdown_template("diagnosis.md.j2")
-    return template.render(s=sections(diagnosis), fmt=fmt)
 
 
 STYLES: dict[Tone, str] = {

@@ -1,22 +1,17 @@
-"""`triage serve`: its options and its run loop.
+"""`triage serve`: its options, and the environment variables that carry its secrets.
 
-`triage.cli.serve` is a thin entry to this module, so the rest of the command line
-starts without loading the web stack: the parser here needs only argparse, and
-uvicorn is imported when the service actually runs. uvicorn owns the signals: on SIGTERM or Ctrl-C it stops
-accepting connections, lets in-flight requests finish, then the app's lifespan drains
-the workers and the sinks, and the process exits 0. Work not finished stays pending
-in the store and resumes at the next start.
+Only argparse: every start of `triage` builds this parser (for `triage --help` among
+others), and the run loop, with the web stack, is `triage.service.launch`, imported when
+the service runs. `config` reads the same environment variables.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
-import sys
 from typing import Any
 
-from triage.service.config import PROMETHEUS_TOKEN_ENV, TOKEN_ENV, load_config
+TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
+PROMETHEUS_TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
 
 EPILOG = f"""\
 Point an Alertmanager receiver at it (send_resolved and max_alerts recommended):
@@ -148,7 +143,7 @@ def add_serve_parser(sub: Any) -> None:
     s.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
 
-_FLAGS = (
+FLAGS = (
     "listen",
     "store",
     "store_sync",
@@ -177,47 +172,4 @@ _FLAGS = (
     "sink_webhook",
     "sink_slack",
 )
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    """Validate everything, then serve until SIGTERM; InputErrors go back to the CLI (exit 2)."""
-    import uvicorn
-
-    from triage.service.app import create_app
-    from triage.service.runtime import Service
-
-    loaded = load_config(args.config, {name: getattr(args, name, None) for name in _FLAGS})
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    service = Service(loaded)
-    app = create_app(service)
-    config = loaded.config
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            log_level=args.log_level,
-            access_log=False,
-            timeout_graceful_shutdown=20,
-            server_header=False,
-        )
-    )
-    sys.stderr.write(
-        f"triage: serving on http://{config.host}:{config.port} (store {config.store}, "
-        f"{len(config.sinks)} sink{'s' if len(config.sinks) != 1 else ''}, "
-        f"auth {'on' if loaded.secrets.auth_required else 'OFF'})\n"
-    )
-    # uvicorn re-raises the stop signal to the handler it found once it has drained; a
-    # handler that does nothing makes a requested stop a normal exit (status 0).
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _stopped)
-    server.run()
-    return 0
-
-
-def _stopped(signum: int, frame: object) -> None:
-    """The stop was requested and the service has drained: nothing left to do."""
+"""The options that `config` merges over the file, as attribute names of the parsed arguments."""

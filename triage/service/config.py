@@ -25,9 +25,7 @@ from signals.secret import SecretFileError, read_secret
 from signals.timeparse import parse_duration
 from signals.yamldoc import Document, read_yaml
 from triage.core.model import AUTO, SYMPTOMS
-
-TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
-PROMETHEUS_TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
+from triage.service.command import PROMETHEUS_TOKEN_ENV, TOKEN_ENV
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]*):(?P<port>[0-9]{1,5})$")

@@ -146,6 +146,15 @@ class SymptomSpec(_Strict):
     first_look: tuple[str, ...] = ()
 
 
+class AnyOf(_Strict):
+    """Holds when any member holds; fails when all fail; unknown otherwise."""
+
+    any: tuple[CheckSpec, ...] = Field(min_length=2)
+    weight: float = Field(1.0, gt=0, le=10)
+    note: str = ""
+    key: bool = False
+
+
 def _check_or_group(value: Any) -> str:
     if isinstance(value, dict):
         return "any" if "any" in value else "check"
@@ -153,7 +162,7 @@ def _check_or_group(value: Any) -> str:
 
 
 CheckOrGroup = Annotated[
-    Annotated["CheckSpec", Tag("check")] | Annotated["AnyOf", Tag("any")],
+    Annotated[CheckSpec, Tag("check")] | Annotated[AnyOf, Tag("any")],
     Discriminator(_check_or_group),
 ]
 
@@ -167,15 +176,6 @@ class CauseSpec(_Strict):
     against: tuple[CheckOrGroup, ...] = ()
     explains: tuple[str, ...] = ()
     first_actions: tuple[str, ...] = Field(min_length=1)
-
-
-class AnyOf(_Strict):
-    """Holds when any member holds; fails when all fail; unknown otherwise."""
-
-    any: tuple[CheckSpec, ...] = Field(min_length=2)
-    weight: float = Field(1.0, gt=0, le=10)
-    note: str = ""
-    key: bool = False
 
 
 class ActionSpec(_Strict):
@@ -244,8 +244,6 @@ class PlaybookFile(_Strict):
     actions: dict[str, ActionSpec] = Field(default_factory=dict)
     forbidden: dict[str, ForbiddenSpec] = Field(default_factory=dict)
 
-
-CauseSpec.model_rebuild()
 
 CheckLike = CheckSpec | AnyOf
 

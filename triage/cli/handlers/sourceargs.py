@@ -1,7 +1,8 @@
-"""Command-line options for a live Prometheus source, shared by every live command.
+"""Reading the live Prometheus options (`triage.cli.sourceoptions`) into a source, a catalog,
+query options and the fleets to diagnose, as every live command does.
 
 Secrets come from flags, files or the environment (`TRIAGE_PROMETHEUS_TOKEN`), never
-echoed back; a file is preferred because flags show up in `ps`.
+echoed back; a value that cannot work is a `SourceArgError` naming its flag.
 """
 
 from __future__ import annotations
@@ -10,86 +11,15 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from signals import secret
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
-from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
+from signals.fleets import Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
 from signals.fleets.naming import name_fleet
 from signals.fleets.scope import scoped_options
 from signals.prometheus import PrometheusSource
-from signals.timeparse import parse_duration
-
-TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
-
-
-class SourceArgError(Exception):
-    """A live-source option that cannot be used; the CLI prints it and exits 2."""
-
-
-def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
-    group = parser.add_argument_group(
-        "live signals (any Prometheus-compatible API: Prometheus, Thanos, Mimir)"
-    )
-    group.add_argument(
-        "--prometheus", metavar="URL", required=required, help="base URL, e.g. http://prometheus:9090"
-    )
-    group.add_argument(
-        "--selector",
-        metavar="S",
-        default="",
-        help="label matchers for every query, e.g. '{namespace=\"llm\"}'",
-    )
-    group.add_argument(
-        "--replica-label",
-        metavar="L",
-        default="instance",
-        help="label that names a replica (default instance; pod is common)",
-    )
-    group.add_argument(
-        "--fleet",
-        metavar="NAME",
-        help="one fleet: its name as `triage fleets` prints it, or labels (namespace=llm,model_name=M); "
-        "every exporter's queries are scoped to it with that exporter's own labels",
-    )
-    group.add_argument(
-        "--fleet-labels",
-        metavar="L,L",
-        default=",".join(DEFAULT_FLEET_LABELS),
-        help=f"the engine labels that name a fleet (default {','.join(DEFAULT_FLEET_LABELS)})",
-    )
-    group.add_argument(
-        "--catalog",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="extra signal catalog file(s); their sources are tried first",
-    )
-    group.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=float,
-        default=5.0,
-        help="deadline for the whole fetch round (default 5)",
-    )
-    group.add_argument("--token-file", metavar="FILE", help=f"bearer token file (or ${TOKEN_ENV})")
-    group.add_argument("--basic-auth-file", metavar="FILE", help="a file holding user:password")
-    group.add_argument("--header", metavar="'K: V'", action="append", default=[], help="extra HTTP header")
-    group.add_argument("--ca-file", metavar="FILE", help="CA bundle for TLS")
-    group.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (warned)")
-    group.add_argument(
-        "--compress",
-        action="store_true",
-        help="ask for gzip replies: fewer bytes across a slow link, more Prometheus CPU "
-        "(replies are uncompressed by default)",
-    )
-
-
-def read_secret(path: str, what: str) -> str:
-    """A token or password from the file given to `--what`; SourceArgError if it cannot be used."""
-    try:
-        return secret.read_secret(path, f"--{what}")
-    except secret.SecretFileError as exc:
-        raise SourceArgError(str(exc)) from None
+from triage.cli.common import SourceArgError
+from triage.cli.handlers.inputs import read_secret
+from triage.cli.sourceoptions import TOKEN_ENV
 
 
 def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
@@ -119,7 +49,7 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         basic_auth=basic,
         headers=headers or None,
         ca_bundle=args.ca_file,
-        compress=getattr(args, "compress", False),
+        compress=args.compress,
         verify=not args.insecure,
     )
 
@@ -216,13 +146,3 @@ def chosen_fleet(
         return found.one(wanted, prometheus.url)
     except ValueError as exc:
         raise SourceArgError(f"--fleet: {exc}") from None
-
-
-def duration_arg(value: str, flag: str) -> float:
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise SourceArgError(f"{flag}: {exc}") from None
-    if seconds <= 0:
-        raise SourceArgError(f"{flag}: must be longer than zero")
-    return seconds

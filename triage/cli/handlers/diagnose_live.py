@@ -1,0 +1,92 @@
+"""`triage diagnose --prometheus`: the diagnosis at one moment from a live Prometheus, per fleet.
+
+With several fleets on the server and no `--fleet`, each one in breach gets its own
+answer and the quiet ones are named in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from typing import TextIO
+
+from signals.fleets import Fleet
+from signals.fleets.scope import scoped_options
+from signals.live import fetch_frame
+from triage.cli import common
+from triage.cli.handlers import inputs, sourceargs
+from triage.cli.handlers.alertfile import AlertStart
+from triage.cli.handlers.diagnose import render
+from triage.core.escape import printable
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO, Diagnosis
+from triage.core.reads import replica_reads
+from triage.core.walk import diagnose
+
+
+def diagnose_live(
+    args: argparse.Namespace,
+    graph: TriageGraph,
+    symptom: str | None,
+    source: str,
+    alert: AlertStart | None,
+    out: TextIO,
+) -> int:
+    """The moment (now, `--at`, or the alert's startsAt) read from the server, for each fleet
+    the arguments or the alert name; `symptom` None means auto."""
+    now = time.time()
+    at = inputs.live_moment(args.at, now, "--at")
+    if args.at is None and alert is not None and alert.starts_at is not None:
+        at = alert.starts_at
+    lookback = inputs.duration_arg(args.lookback, "--lookback")
+    step = inputs.duration_arg(args.step, "--step")
+    prometheus, cat, options = sourceargs.live_source(args, at, lookback, scope=False)
+    fleets = sourceargs.fleets_to_diagnose(prometheus, args, at, lookback, alert.labels if alert else None)
+    if len(fleets) > 1 and symptom is not None:
+        listing = "\n".join(f"  {f.name}" for f in fleets)
+        raise common.UsageError(
+            f"{prometheus.url} holds {len(fleets)} fleets; name one with --fleet (or use --symptom auto "
+            f"to diagnose each one in breach):\n{listing}"
+        )
+
+    def one(fleet: Fleet | None) -> Diagnosis:
+        scoped = scoped_options(fleet, options) if fleet is not None else options
+        frame, report = fetch_frame(
+            prometheus, cat, scoped, at, lookback, step, replica_reads(graph.knowledge)
+        )
+        found = diagnose(graph, frame, symptom or AUTO, frame.end, source=source)
+        return replace(
+            found,
+            signal_problems=tuple(sorted(report.problems().items())),
+            fleet=fleet.identity if fleet is not None else (),
+        )
+
+    if len(fleets) <= 1:
+        render(one(fleets[0] if fleets else None), args, out)
+        return common.EXIT_OK
+    _render_each(prometheus.url, [(f, one(f)) for f in fleets], args, out)
+    return common.EXIT_OK
+
+
+def _render_each(
+    server: str, results: list[tuple[Fleet, Diagnosis]], args: argparse.Namespace, out: TextIO
+) -> None:
+    """Every fleet in breach with its own answer; the quiet ones named in one line."""
+    breached = [(f, d) for f, d in results if d.symptom_visible]
+    quiet = [f.name for f, d in results if not d.symptom_visible]
+    if args.format == "json":
+        payload = {
+            "server": server,
+            "fleets": [d.to_json() for _, d in breached],
+            "quiet": quiet,
+        }
+        out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        return
+    out.write(f"{len(results)} fleets in {server}: {len(breached)} in breach\n")
+    for fleet, diagnosis in breached:
+        out.write(f"\n== FLEET {printable(fleet.name)}\n")
+        render(diagnosis, args, out)
+    if quiet:
+        out.write(f"\nno breach: {printable(', '.join(quiet))}\n")
