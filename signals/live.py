@@ -18,9 +18,9 @@ from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, re
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
-from signals.plan import Plan, ViewPlan, answer, compute, place, plan_round
+from signals.plan import Plan, answer, place, plan_round, round_grid
 from signals.prometheus import PrometheusSource, QueryResult
-from signals.recorded import recorded_plans, usable
+from signals.recorded import read_recorded, recorded_plans
 from signals.timeparse import format_instant
 from signals.vocabulary import REPLICA_LABEL, SIGNALS
 
@@ -156,7 +156,7 @@ def frame_from_round(
     if all(r.error for r in results.values()):
         first = next(iter(results.values()))
         raise SignalError(f"{server}: no query could be answered ({first.error})")
-    grid = start + step * np.arange(round((at - start) / step) + 1, dtype=np.float64)
+    grid = round_grid(start, at, step)
     frame, problems = frame_from_results(results, grid, step, options.replica_label, server, scopes)
     if not frame.signals():
         scope = f" matching {{{options.selector}}}" if options.selector else ""
@@ -194,24 +194,19 @@ def fetch_frame(
             f"({len(names)} metric names); check the URL and the selector"
         )
     start = at - lookback
-    grid = start + step * np.arange(round(lookback / step) + 1, dtype=np.float64)
+    grid = round_grid(start, at, step)
     recorded = recorded_plans(resolutions, options, names, plan.views)
     first = Plan({key: recorded.get(key, view) for key, view in plan.views.items()})
     answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step))
-    results: dict[str, QueryResult] = {}
-    fallback: dict[str, ViewPlan] = {}
-    for key, view in first.views.items():
-        if key not in recorded:
-            results[key] = compute(view, answers, grid, step)
-        elif (read := usable(view, answers[view.reads[0]], grid[0], grid[-1])) is not None:
-            results[key] = read
-        else:
-            fallback[key] = plan.views[key]
-    if fallback:
-        raw = Plan(fallback)
-        missing = [q for q in raw.queries if q not in answers]
+    results = read_recorded(recorded, answers, grid[0], grid[-1])
+    read_recorded_views = set(results)
+    # Everything else raw, the recorded views found absent or stale with it (a second round
+    # for those of their queries the first did not send).
+    raw = Plan({key: view for key, view in plan.views.items() if key not in results})
+    missing = [q for q in raw.queries if q not in answers]
+    if missing:
         answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step))
-        results.update(answer(raw, answers, grid, step))
+    results.update(answer(raw, answers, grid, step))
     scopes = query_scopes(resolutions, options)
     frame, problems = frame_from_round(results, start, at, step, options, prometheus.url, scopes)
     statuses: dict[str, SignalStatus] = {}
@@ -230,11 +225,8 @@ def fetch_frame(
             problems=tuple(problems.get(name, [])),
             warnings=warnings,
             deprecated_in_use=res.deprecated_in_use,
-            recorded=tuple(
-                v for v in ("replica", "fleet") if f"{name}/{v}" in recorded and f"{name}/{v}" not in fallback
-            ),
+            recorded=tuple(v for v in ("replica", "fleet") if f"{name}/{v}" in read_recorded_views),
         )
     requests = 1 + sum(r.http_requests for r in answers.values())
-    queries = {key: view.query for key, view in first.views.items() if key not in fallback}
-    queries.update({key: view.query for key, view in fallback.items()})
+    queries = {key: raw.views.get(key, view).query for key, view in first.views.items()}
     return frame, FetchReport(prometheus.url, statuses, queries, requests, len(answers))

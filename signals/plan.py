@@ -24,7 +24,7 @@ and the errors read as before.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,6 +161,11 @@ def plan_round(
 # ------------------------------------------------------------------ computing the views
 
 
+def round_grid(start: float, at: float, step: float) -> Array:
+    """The steps of a range query over [start, at]: where Prometheus puts its points."""
+    return start + step * np.arange(round((at - start) / step) + 1, dtype=np.float64)
+
+
 def place(times: Array, values: Array, grid: Array, step: float) -> Array:
     """Samples on the round's grid (NaN where a step has none); samples off the grid dropped."""
     out = np.full(len(grid), np.nan)
@@ -172,41 +177,33 @@ def place(times: Array, values: Array, grid: Array, step: float) -> Array:
     return out
 
 
-def _dense(series: Iterable[SeriesData], grid: Array, step: float) -> list[tuple[dict[str, str], Array]]:
-    return [
-        ({k: v for k, v in labels.items() if k != "__name__"}, place(times, values, grid, step))
-        for labels, times, values in series
-    ]
+Rows = list[tuple[dict[str, str], Array]]
 
 
 def _sparse(labels: Mapping[str, str], row: Array, grid: Array, present: Mask) -> SeriesData:
     return dict(labels), grid[present], row[present]
 
 
-def _total(rows: Sequence[Array]) -> tuple[Array, Mask]:
-    """Sum of the present values per step; a step where no row has a sample has none."""
+def _total(rows: Sequence[Array]) -> Array:
+    """Sum of the present values per step; NaN (no sample) where no row has one."""
     stack = np.vstack(rows)
     present = ~np.isnan(stack)
     total: Array = np.where(present, stack, 0.0).sum(axis=0)
-    seen: Mask = np.any(present, axis=0)
-    return total, seen
+    total[~present.any(axis=0)] = np.nan
+    return total
 
 
-def _groups(
-    rows: Sequence[tuple[dict[str, str], Array]], label: str
-) -> dict[str, list[tuple[dict[str, str], Array]]]:
+def _groups(rows: Rows, label: str) -> dict[str, Rows]:
     """Rows by the value of the replica label ("" where a series lacks it, as Prometheus groups)."""
-    out: dict[str, list[tuple[dict[str, str], Array]]] = {}
+    out: dict[str, Rows] = {}
     for labels, row in rows:
         out.setdefault(labels.get(label, ""), []).append((labels, row))
     return out
 
 
-def _quantile_rows(
-    q: float, rows: Sequence[tuple[dict[str, str], Array]], round_to: float | None = None
-) -> tuple[Array, Mask]:
-    """Prometheus's `histogram_quantile(q, ...)` over the bucket rows of one group (their sums
-    first rounded as PromQL's `round(v, to)` does, when the source asks)."""
+def _buckets(rows: Rows, round_to: float | None) -> tuple[Array, Array] | None:
+    """One group's bucket rows summed by `le` (rounded as PromQL's `round(v, to)` does, when
+    the source asks): the upper bounds and a buckets × steps matrix, NaN where absent."""
     by_le: dict[str, list[Array]] = {}
     for labels, row in rows:
         by_le.setdefault(labels.get("le", ""), []).append(row)
@@ -215,21 +212,51 @@ def _quantile_rows(
         upper = parse_le(le)
         if upper is None:
             continue
-        total, present = _total(members)
+        total = _total(members)
         if round_to is not None:
             total = np.floor(total * (1 / round_to) + 0.5) / (1 / round_to)
         uppers.append(upper)
-        counts.append(np.where(present, total, np.nan))
+        counts.append(total)
     if not uppers:
-        return np.array([]), np.zeros(0, dtype=bool)
-    matrix = np.vstack(counts)
-    present = ~np.isnan(matrix).all(axis=0)
-    return bucket_quantile(q, np.asarray(uppers, dtype=np.float64), matrix), present
+        return None
+    return np.asarray(uppers, dtype=np.float64), np.vstack(counts)
 
 
-def compute(plan: ViewPlan, answers: Mapping[str, QueryResult], grid: Array, step: float) -> QueryResult:
+class _Arrays:
+    """What the views of one round share: each answer's rows on the grid, and each histogram
+    family's buckets per group, made once however many quantiles and views read them."""
+
+    def __init__(self, answers: Mapping[str, QueryResult], grid: Array, step: float) -> None:
+        self.answers, self.grid, self.step = answers, grid, step
+        self._rows: dict[str, Rows] = {}
+        self._buckets: dict[tuple[str, str, bool, float | None], dict[str, tuple[Array, Array]]] = {}
+
+    def rows(self, query: str) -> Rows:
+        if query not in self._rows:
+            self._rows[query] = [
+                (
+                    {k: v for k, v in labels.items() if k != "__name__"},
+                    place(times, values, self.grid, self.step),
+                )
+                for labels, times, values in self.answers[query].series
+            ]
+        return self._rows[query]
+
+    def buckets(self, plan: ViewPlan) -> dict[str, tuple[Array, Array]]:
+        """Group name ("" for the merged fleet) -> its summed buckets."""
+        key = (plan.reads[0], plan.replica_label, plan.merge, plan.round_to)
+        if key not in self._buckets:
+            rows = self.rows(plan.reads[0])
+            label = plan.replica_label
+            groups = _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
+            found = {name: _buckets(members, plan.round_to) for name, members in groups.items()}
+            self._buckets[key] = {name: b for name, b in found.items() if b is not None}
+        return self._buckets[key]
+
+
+def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
     """The view's answer from the answers to the queries it reads, as Prometheus would give it."""
-    read = [answers[q] for q in plan.reads]
+    read = [arrays.answers[q] for q in plan.reads]
     warnings = list(dict.fromkeys(w for r in read for w in r.warnings))
     failed = next((r for r in read if r.error is not None), None)
     if failed is not None:
@@ -237,32 +264,28 @@ def compute(plan: ViewPlan, answers: Mapping[str, QueryResult], grid: Array, ste
     if plan.shape is None:
         only = read[0]
         return QueryResult(plan.query, only.series, warnings, None, 0, None, only.infos)
-    label = plan.replica_label
+    label, grid = plan.replica_label, arrays.grid
     out: list[SeriesData] = []
     if plan.shape == "histogram":
         assert plan.quantile is not None
-        rows = _dense(read[0].series, grid, step)
-        groups = _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
-        for name, members in groups.items():
-            values, present = _quantile_rows(plan.quantile, members, plan.round_to)
-            labels = {label: name} if name and not plan.merge else {}
+        for name, (uppers, counts) in arrays.buckets(plan).items():
+            present: Mask = np.any(~np.isnan(counts), axis=0)
             if present.any():
-                out.append(_sparse(labels, values, grid, present))
+                labels = {label: name} if name and not plan.merge else {}
+                out.append(_sparse(labels, bucket_quantile(plan.quantile, uppers, counts), grid, present))
     elif plan.shape == "sum":
-        rows = _dense(read[0].series, grid, step)
+        rows = arrays.rows(plan.reads[0])
         if rows:
-            values, present = _total([r for _, r in rows])
+            values = _total([r for _, r in rows])
+            present = ~np.isnan(values)
             if present.any():
                 out.append(_sparse({}, values, grid, present))
     else:
-        numerators = _dense(read[0].series, grid, step)
-        denominators = _dense(read[1].series, grid, step)
+        numerators, denominators = arrays.rows(plan.reads[0]), arrays.rows(plan.reads[1])
+        pairs: list[tuple[dict[str, str], Array, Array]] = []
         if plan.merge or not label:
-            pairs: list[tuple[dict[str, str], Array, Array]] = []
             if numerators and denominators:
-                n, n_present = _total([r for _, r in numerators])
-                d, d_present = _total([r for _, r in denominators])
-                pairs.append(({}, np.where(n_present, n, np.nan), np.where(d_present, d, np.nan)))
+                pairs.append(({}, _total([r for _, r in numerators]), _total([r for _, r in denominators])))
         else:
             by_n = {labels.get(label, ""): row for labels, row in numerators}
             pairs = [
@@ -283,4 +306,5 @@ def answer(
     plan: Plan, answers: Mapping[str, QueryResult], grid: Array, step: float
 ) -> dict[str, QueryResult]:
     """Every view of the plan, from the answers to `plan.queries`."""
-    return {key: compute(view, answers, grid, step) for key, view in plan.views.items()}
+    arrays = _Arrays(answers, grid, step)
+    return {key: _compute(view, arrays) for key, view in plan.views.items()}

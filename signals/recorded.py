@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from signals.catalog import QueryOptions, Resolution, render
 from signals.plan import ViewPlan
@@ -90,7 +91,7 @@ def usable(plan: ViewPlan, result: QueryResult, first: float, last: float) -> Qu
     by, or None when it counts as absent."""
     if result.error is not None:
         return None
-    name = plan.query.split("{", 1)[0]
+    name = _name(plan)
     kept: dict[tuple[str, ...], SeriesData] = {}
     for labels, times, values in result.series:
         if labels.get("__name__") != name or not len(times):
@@ -108,3 +109,30 @@ def usable(plan: ViewPlan, result: QueryResult, first: float, last: float) -> Qu
     if min(t[0] for _, t, _ in kept.values()) > first or max(t[-1] for _, t, _ in kept.values()) < last:
         return None
     return QueryResult(plan.query, list(kept.values()), result.warnings, None, 0, None, result.infos)
+
+
+def read_recorded(
+    plans: Mapping[str, ViewPlan], answers: Mapping[str, QueryResult], first: float, last: float
+) -> dict[str, QueryResult]:
+    """`signal/view` -> its recorded answer, for the views of `plans` whose recorded series are
+    usable; each batch's series split by metric name once, not once per view."""
+    split: dict[str, dict[str, QueryResult]] = {}
+    for query in {plan.reads[0] for plan in plans.values()}:
+        result = answers[query]
+        by_name: dict[str, list[SeriesData]] = {}
+        for series in result.series:
+            by_name.setdefault(series[0].get("__name__", ""), []).append(series)
+        # A view none of whose series came back reads an empty answer (with the batch's error).
+        split[query] = {"": replace(result, series=[])}
+        split[query].update({name: replace(result, series=members) for name, members in by_name.items()})
+    out: dict[str, QueryResult] = {}
+    for key, plan in plans.items():
+        own = split[plan.reads[0]]
+        found = usable(plan, own.get(_name(plan), own[""]), first, last)
+        if found is not None:
+            out[key] = found
+    return out
+
+
+def _name(plan: ViewPlan) -> str:
+    return plan.query.split("{", 1)[0]
