@@ -207,6 +207,22 @@ class TemporaryServer:
     def start(self) -> None:
         raise NotImplementedError
 
+    def _serve(
+        self,
+        args_for: Callable[[int], Sequence[str]],
+        log: Path,
+        ready: Callable[[str], bool],
+        failure: type[SignalError],
+    ) -> None:
+        """Run `args_for(port)` on a free loopback port, in a session of its own, its output in
+        `log`, until `ready(url)`. A port another process took meanwhile is tried again on a
+        new one (three tries); `failure` with the log's tail when it exits or is not ready
+        within `startup_timeout`."""
+        for attempt in range(3):
+            port = free_loopback_port()
+            if self._spawn(args_for(port), port, log, ready, failure, last_attempt=attempt == 2):
+                return
+
     def _spawn(
         self,
         args: Sequence[str],
@@ -217,9 +233,7 @@ class TemporaryServer:
         *,
         last_attempt: bool,
     ) -> bool:
-        """Run `args` in a session of its own, its output in `log`, until `ready(url)`; False
-        when the port was taken meanwhile and another try makes sense; `failure` with the
-        log's tail when it exits or is not ready within `startup_timeout`."""
+        """One start; False when the port was taken meanwhile and another try makes sense."""
         name = Path(args[0]).name
         with log.open("wb") as out:
             self._process = subprocess.Popen(
@@ -260,8 +274,14 @@ class TemporaryServer:
         self.stop()
 
     def stop(self) -> None:
-        """SIGTERM to the process group, SIGKILL after `stop_timeout`; then remove the temp dir.
-        Idempotent."""
+        """The process group stopped (`_terminate`), then the temp dir removed. Idempotent."""
+        self._terminate()
+        directory, self._dir = self._dir, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _terminate(self) -> None:
+        """SIGTERM to the process group, SIGKILL after `stop_timeout`; the directory stays."""
         process, self._process, self._url = self._process, None, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -272,9 +292,6 @@ class TemporaryServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=self._stop_timeout)
-        directory, self._dir = self._dir, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 class TemporaryPrometheus(TemporaryServer):
@@ -321,11 +338,7 @@ class TemporaryPrometheus(TemporaryServer):
                 self._backfill(promtool, data, Path(self._openmetrics))
             elif self._openmetrics is not None and self._openmetrics.strip() not in ("", "# EOF"):
                 self._backfill(promtool, data)
-            config = self._dir / "prometheus.yml"
-            config.write_text(self._config(), encoding="utf-8")
-            for attempt in range(3):
-                if self._launch(prometheus, config, data, last_attempt=attempt == 2):
-                    return
+            self._launch(prometheus)
         except BaseException:
             self.stop()
             raise
@@ -343,41 +356,49 @@ class TemporaryPrometheus(TemporaryServer):
         if source is None:
             source = self._dir / "series.om"
             source.write_text(str(self._openmetrics), encoding="utf-8")
-        log = self._dir / "promtool.log"
+        self._promtool(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+            self._dir / "promtool.log",
+            max(self._startup_timeout, 60.0),
+        )
+
+    def _promtool(self, args: Sequence[str], log: Path, timeout: float) -> None:
+        """Run a promtool command, its output in `log`; TemporaryPrometheusError with the log's
+        tail when it fails or outlives `timeout`."""
+        what = " ".join(args[1:4])
         try:
             with log.open("wb") as out:
                 result = subprocess.run(
-                    [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    timeout=max(self._startup_timeout, 60.0),
-                    check=False,
+                    args, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
                 )
         except subprocess.TimeoutExpired as exc:
-            raise TemporaryPrometheusError(f"promtool backfill timed out:\n{_tail(log)}") from exc
+            raise TemporaryPrometheusError(f"promtool {what} timed out:\n{_tail(log)}") from exc
         if result.returncode != 0:
             raise TemporaryPrometheusError(
-                f"promtool tsdb create-blocks-from openmetrics failed (exit {result.returncode}):\n"
-                f"{_tail(log)}"
+                f"promtool {what} failed (exit {result.returncode}):\n{_tail(log)}"
             )
 
-    def _launch(self, prometheus: str, config: Path, data: Path, *, last_attempt: bool) -> bool:
-        """Start once; False when the port was taken meanwhile and another try makes sense."""
+    def _launch(self, prometheus: str) -> None:
+        """Write the config and serve the data directory (`TemporaryServer._serve`)."""
         assert self._dir is not None
-        port = free_loopback_port()
-        log = self._dir / "prometheus.log"
-        args = [
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=100y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ]
-        if self._lookback_delta is not None:
-            # Backfilled blocks carry no staleness markers; a short lookback makes a series
-            # that stopped disappear about when a live Prometheus would have marked it stale.
-            args.append(f"--query.lookback-delta={max(1, round(self._lookback_delta))}s")
-        return self._spawn(args, port, log, _is_ready, TemporaryPrometheusError, last_attempt=last_attempt)
+        config, data = self._dir / "prometheus.yml", self._dir / "data"
+        config.write_text(self._config(), encoding="utf-8")
+
+        def args(port: int) -> list[str]:
+            found = [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                "--storage.tsdb.retention.time=100y",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ]
+            if self._lookback_delta is not None:
+                # Backfilled blocks carry no staleness markers; a short lookback makes a series
+                # that stopped disappear about when a live Prometheus would have marked it stale.
+                found.append(f"--query.lookback-delta={max(1, round(self._lookback_delta))}s")
+            return found
+
+        self._serve(args, self._dir / "prometheus.log", _is_ready, TemporaryPrometheusError)
 
     def backfill_rules(
         self, rule_file: str | os.PathLike[str], start: float, end: float, interval: float
@@ -393,44 +414,28 @@ class TemporaryPrometheus(TemporaryServer):
         prometheus, promtool = find_binaries()
         directory = self.directory
         blocks = directory / "rule-blocks"
-        log = directory / "promtool-rules.log"
-        with log.open("wb") as out:
-            result = subprocess.run(
-                [
-                    promtool,
-                    "tsdb",
-                    "create-blocks-from",
-                    "rules",
-                    "--quiet",
-                    f"--start={int(start)}",
-                    f"--end={math.ceil(end)}",
-                    f"--url={self.url}",
-                    f"--output-dir={blocks}",
-                    f"--eval-interval={max(1, round(interval))}s",
-                    str(Path(rule_file).resolve()),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=max(self._startup_timeout, 600.0),
-                check=False,
-            )
-        if result.returncode != 0:
-            raise TemporaryPrometheusError(
-                f"promtool tsdb create-blocks-from rules failed (exit {result.returncode}):\n{_tail(log)}"
-            )
-        process, self._process, self._url = self._process, None, None
-        if process is not None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=self._stop_timeout)
-        data = directory / "data"
+        self._promtool(
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--start={int(start)}",
+                f"--end={math.ceil(end)}",
+                f"--url={self.url}",
+                f"--output-dir={blocks}",
+                f"--eval-interval={max(1, round(interval))}s",
+                str(Path(rule_file).resolve()),
+            ],
+            directory / "promtool-rules.log",
+            max(self._startup_timeout, 600.0),
+        )
+        self._terminate()
         for block in blocks.iterdir():
-            shutil.move(str(block), data / block.name)
+            shutil.move(str(block), directory / "data" / block.name)
         self._rule_files.append(str(Path(rule_file).resolve()))
-        config = directory / "prometheus.yml"
-        config.write_text(self._config(), encoding="utf-8")
-        for attempt in range(3):
-            if self._launch(prometheus, config, data, last_attempt=attempt == 2):
-                return
+        self._launch(prometheus)
 
 
 _NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

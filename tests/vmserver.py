@@ -54,7 +54,7 @@ import pytest
 from promserver import require_prometheus_binaries
 
 from signals.errors import SignalError
-from signals.tempprom import TemporaryPrometheus, TemporaryServer, free_loopback_port
+from signals.tempprom import TemporaryPrometheus, TemporaryServer
 
 BINARIES = ("victoria-metrics", "victoria-metrics-prod")
 MISSING_BINARY = "victoria-metrics not found: install the Debian package `victoria-metrics`"
@@ -166,9 +166,12 @@ class TemporaryVictoriaMetrics(TemporaryServer):
         binary = find_binary()
         self._dir = Path(tempfile.mkdtemp(prefix="llm-triage-vm-"))
         try:
-            for attempt in range(3):
-                if self._launch(binary, last_attempt=attempt == 2):
-                    break
+            self._serve(
+                lambda port: self._args(binary, port),
+                self._dir / "victoria-metrics.log",
+                _healthy,
+                TemporaryVictoriaMetricsError,
+            )
             if self._openmetrics is not None:
                 self._import(self._openmetrics)
         except BaseException:
@@ -191,20 +194,6 @@ class TemporaryVictoriaMetrics(TemporaryServer):
         if self._lookback_delta is not None:
             args.append(f"-search.maxStalenessInterval={max(1, round(self._lookback_delta))}s")
         return args
-
-    def _launch(self, binary: str, *, last_attempt: bool) -> bool:
-        """Start once; False when the port was taken meanwhile and another try makes sense."""
-        assert self._dir is not None
-        port = free_loopback_port()
-        log = self._dir / "victoria-metrics.log"
-        return self._spawn(
-            self._args(binary, port),
-            port,
-            log,
-            _healthy,
-            TemporaryVictoriaMetricsError,
-            last_attempt=last_attempt,
-        )
 
     def _import(self, openmetrics: str) -> None:
         """Post the series in chunks, flush, and wait until a query counts every sample posted.

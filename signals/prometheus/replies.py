@@ -101,7 +101,7 @@ def _samples(pairs: object) -> tuple[FloatArray, FloatArray]:
         return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.float64)
     try:
         stamps, texts = zip(*pairs, strict=True)
-        if len(stamps) != len(pairs) or None in stamps or None in texts:
+        if None in stamps or None in texts:
             raise ValueError("not [time, value] pairs")
         times = np.array(stamps, dtype=np.float64)
         values = np.array(texts, dtype=np.float64)
