@@ -11,6 +11,7 @@ metrics exist, and reports what is blind and which deprecated names are still in
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -38,8 +39,13 @@ backend's URL, and summed with the engines' would count every request twice."""
 _SERVER_MATCHER = re.compile(r"(?:^|,)\s*server\s*(?:=|!=|=~|!~)")
 
 
-def _number(value: object) -> str:
-    text = repr(float(value))  # type: ignore[arg-type]
+def promql_number(value: float) -> str:
+    """A number as PromQL writes it: `0.99`, `1`, `1e-06`, `NaN`, `Inf`, `-Inf`."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Inf" if value > 0 else "-Inf"
+    text = repr(value)
     return text[:-2] if text.endswith(".0") else text
 
 
@@ -49,9 +55,11 @@ def shaped_query(data: Mapping[str, object], view: str) -> str:
     if data.get("histogram") is not None:
         by = f"sum by (le, {group})" if group else "sum by (le)"
         buckets = f"{by} ({data['histogram']})"
-        if data.get("round") is not None:
-            buckets = f"round({buckets}, {_number(data['round'])})"
-        return f"histogram_quantile({_number(data['quantile'])}, {buckets})"
+        quantile, round_to = data["quantile"], data.get("round")
+        assert isinstance(quantile, int | float) and isinstance(round_to, int | float | None)
+        if round_to is not None:
+            buckets = f"round({buckets}, {promql_number(round_to)})"
+        return f"histogram_quantile({promql_number(quantile)}, {buckets})"
 
     def total(expr: object) -> str:
         return f"sum by ({group}) ({expr})" if group else f"sum({expr})"
@@ -143,6 +151,8 @@ class SourceSpec(BaseModel):
             raise ValueError(f"a source given by its shape ({shapes[0]}) has its queries written for it")
         if shapes[0] == "histogram" and not isinstance(data.get("quantile"), int | float):
             raise ValueError("a histogram source needs quantile: a number from 0 to 1")
+        if not isinstance(data.get("round"), int | float | None):
+            raise ValueError("round is a number: the precision the bucket rates are rounded to")
         if shapes[0] != "histogram" and (data.get("quantile") is not None or data.get("round") is not None):
             raise ValueError("quantile and round are for a histogram source")
         views = data.get("views", ("replica", "fleet"))

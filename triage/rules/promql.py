@@ -18,7 +18,6 @@ reaches a rule file. Nothing else in the rules imports `promql_parser`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,6 +42,8 @@ from promql_parser import (
     VectorMatchCardinality,
     VectorSelector,
 )
+
+from signals.catalog import promql_number
 
 Printer = Callable[[Sequence[str]], str]
 """Prints an expression, with extra label matchers (`pod=""`) added to every selector in it."""
@@ -75,15 +76,6 @@ def _duration(delta: timedelta) -> str:
     return str(promql_parser.display_duration(delta))
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Inf" if value > 0 else "-Inf"
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
-
-
 def _modifiers(offset: timedelta | None, at: AtModifier | None) -> str:
     out = f" offset {_duration(offset)}" if offset else ""
     if at is not None:
@@ -92,7 +84,7 @@ def _modifiers(offset: timedelta | None, at: AtModifier | None) -> str:
         elif at.type == AtModifierType.End:
             out += " @ end()"
         elif at.at is not None:
-            out += f" @ {_number(at.at.timestamp())}"
+            out += f" @ {promql_number(at.at.timestamp())}"
     return out
 
 
@@ -133,7 +125,7 @@ def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
         return _print(child, rewrite, [*extra, *more])
 
     if isinstance(node, NumberLiteral):
-        return _number(node.val)
+        return promql_number(node.val)
     if isinstance(node, StringLiteral):
         return quote(node.val)
     if isinstance(node, VectorSelector):
