@@ -16,7 +16,6 @@ import binascii
 import hmac
 import json
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from triage import __version__
 from triage.service.messages import annotation_url
 from triage.service.payload import BadPayload, WebhookAlert, WebhookPayload, parse_notification
 from triage.service.runtime import Service
+from triage.service.store.backend import Row
 
 _LOG = logging.getLogger("triage.service")
 
@@ -41,6 +41,15 @@ def _payload_schema() -> dict[str, Any]:
     schema.pop("$defs", None)
     schema["properties"]["alerts"]["items"] = WebhookAlert.model_json_schema()
     return schema
+
+
+READY_STORE_TIMEOUT = 2.0
+"""Seconds `/readyz` waits for its write probe: a probe must answer within its own timeout."""
+
+STORE_RETRY_AFTER = 5
+"""Seconds a 503 from the intake asks the sender to wait (Alertmanager keeps its own backoff)."""
+
+_RETRY_LATER = {"Retry-After": str(STORE_RETRY_AFTER)}
 
 
 def _problem(status: int, message: str, **headers: str) -> JSONResponse:
@@ -83,7 +92,7 @@ async def _read_capped(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _row_json(row: sqlite3.Row, public_url: str | None, full: bool) -> dict[str, Any]:
+def _row_json(row: Row, public_url: str | None, full: bool) -> dict[str, Any]:
     ends = row["ends_at"]
     out: dict[str, Any] = {
         "id": row["id"],
@@ -146,6 +155,13 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
     )
     config = service.config
 
+    async def store_unavailable(request: Request, exc: Exception) -> Response:
+        _LOG.warning("cannot read the store for %s (%s)", request.url.path, type(exc).__name__)
+        return _problem(503, "the store cannot be reached now; retry", **_RETRY_LATER)
+
+    for error in service.store.backend.unavailable:
+        app.add_exception_handler(error, store_unavailable)  # type: ignore[arg-type]
+
     @app.post(
         "/api/alertmanager",
         summary="Alertmanager webhook intake (payload version 4)",
@@ -157,6 +173,7 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
             400: {"description": "not a v4 webhook payload"},
             401: {"description": "missing or wrong credentials"},
             413: {"description": "body or alert count over the limits"},
+            503: {"description": "the store cannot commit now; retry (Retry-After)"},
         },
     )
     async def intake(request: Request) -> Response:
@@ -185,7 +202,18 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
         except Exception as exc:  # anything a hostile body provokes is still the body's fault
             service.metrics.inc("triage_webhook_requests_total", outcome="bad_payload")
             return _problem(400, f"unreadable payload ({type(exc).__name__})")
-        result = await run_in_threadpool(service.accept, note)
+        try:
+            result = await run_in_threadpool(service.accept, note)
+        except service.store.backend.unavailable as exc:
+            # Nothing is acknowledged unstored: Alertmanager retries a 5xx, another replica
+            # or this one once the store is back.
+            service.metrics.inc("triage_webhook_requests_total", outcome="store_unavailable")
+            _LOG.warning("cannot commit a notification (%s): answered 503", type(exc).__name__)
+            return _problem(
+                503,
+                "the store cannot commit the notification now; retry",
+                **_RETRY_LATER,
+            )
         service.metrics.inc("triage_webhook_requests_total", outcome="accepted")
         return JSONResponse(
             {
@@ -261,13 +289,13 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
 
     @app.get("/readyz", summary="Store writable and playbooks loaded; Prometheus and heartbeat reported")
     def readyz() -> Response:
-        writable = service.store.writable()
+        writable = service.store.writable(timeout=READY_STORE_TIMEOUT)
         loaded = bool(service.graph.knowledge.causes)
         try:
             reachable: bool | None = service.prometheus_reachable()
         except Exception:
             reachable = False
-        beat = service.store.heartbeat_last_seen()
+        beat = service.store.heartbeat_last_seen() if writable else None
         ready = writable and loaded
         body = {
             "ready": ready,

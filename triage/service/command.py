@@ -26,7 +26,7 @@ Point an Alertmanager receiver at it (send_resolved and max_alerts recommended):
             authorization:
               credentials_file: /etc/alertmanager/triage-token
 
-then run:
+then run (one process; for several replicas on PostgreSQL, see docs/serve.md):
 
   triage serve --prometheus http://prometheus:9090 --token-file /etc/triage/token \\
       --store /var/lib/triage/triage.db --config /etc/triage/serve.yaml   # sinks in the file
@@ -57,11 +57,23 @@ def add_serve_parser(sub: Any) -> None:
     )
     s.add_argument("--config", metavar="FILE", help="settings as YAML (see docs/serve.md); flags override it")
     s.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:9095)")
-    s.add_argument("--store", metavar="PATH", help="SQLite database file (default triage.db)")
+    s.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="SQLite database file (default triage.db), or a postgresql://user@host:5432/db URL shared by "
+        "several replicas (password from PGPASSWORD or ~/.pgpass, never in a flag)",
+    )
     s.add_argument(
         "--store-sync",
         choices=("normal", "full"),
-        help="normal: survives the process being killed (default); full: also fsyncs every commit",
+        help="SQLite only. normal: survives the process being killed (default); "
+        "full: also fsyncs every commit",
+    )
+    s.add_argument(
+        "--store-lease",
+        metavar="DURATION",
+        help="how long a replica's claim on work or on a message holds unrenewed; after a replica dies, "
+        "another takes its work over once this has passed (default 60s)",
     )
     s.add_argument("--playbooks", metavar="DIR", help="playbook folder (default: bundled)")
     s.add_argument("--templates", metavar="DIR", help="your own sink/page templates (searched first)")
@@ -147,6 +159,7 @@ FLAGS = (
     "listen",
     "store",
     "store_sync",
+    "store_lease",
     "playbooks",
     "templates",
     "public_url",

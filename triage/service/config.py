@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -145,6 +146,10 @@ class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:9095"
     store: str = "triage.db"
     store_sync: Literal["normal", "full"] = "normal"
+    store_timeout: float = Field(5.0, gt=0, le=60)
+    """PostgreSQL: the longest a store transaction may take before it fails (the intake answers 503)."""
+    store_lease: float = Field(60.0, ge=1, le=3600)
+    """How long a claim on work or on a message holds unrenewed (another replica takes it on after)."""
     playbooks: str | None = None
     templates: str | None = None
     workers: int = Field(4, ge=1, le=64)
@@ -162,6 +167,21 @@ class ServiceConfig(_Strict):
     @classmethod
     def _max_age(cls, value: Any) -> float | None:
         return None if value is None else _duration(value)
+
+    @field_validator("store_timeout", "store_lease", mode="before")
+    @classmethod
+    def _store_durations(cls, value: Any) -> float:
+        return _duration(value)
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        if value.startswith(("postgresql://", "postgres://")) and urlsplit(value).password is not None:
+            raise ValueError(
+                "a password in the store URL would show in `ps` and in logs; "
+                "give it in PGPASSWORD or a ~/.pgpass file instead"
+            )
+        return value
 
     @field_validator("listen")
     @classmethod
@@ -222,6 +242,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "listen": ("listen",),
     "store": ("store",),
     "store_sync": ("store_sync",),
+    "store_lease": ("store_lease",),
     "playbooks": ("playbooks",),
     "templates": ("templates",),
     "workers": ("workers",),

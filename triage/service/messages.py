@@ -9,13 +9,13 @@ copied, truncated, and later escaped by the templates, never evaluated as templa
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from signals.timeparse import format_instant, parse_instant
 from triage.core.model import Action, CauseFinding, Diagnosis, Evidence, Forbidden
 from triage.core.sections import sections
+from triage.service.store.backend import Row, Tx
 
 MAX_ALERTS_KEPT = 1000
 
@@ -87,7 +87,7 @@ def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Dia
     )
 
 
-def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
+def diagnosis_brief(row: Row | None) -> dict[str, Any]:
     """The headline of a stored annotation: symptom, its fleet and how it was chosen (`scope`), top
     cause, first actions, forbidden actions."""
     if row is None:
@@ -112,7 +112,7 @@ def diagnosis_brief(row: sqlite3.Row | None) -> dict[str, Any]:
 
 
 def build_message(
-    db: sqlite3.Connection,
+    db: Tx,
     group_key: str,
     kind: str,
     episode: int,

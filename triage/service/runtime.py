@@ -8,7 +8,6 @@ else stays pending in the store for the next start.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from triage.service.metrics import Metrics
 from triage.service.payload import Notification
 from triage.service.sinks import Dispatcher, Renderer
 from triage.service.store import IntakeResult, Store
+from triage.service.store.backend import StoreOpenError
 from triage.service.worker import (
     Diagnoser,
     DiagnoserSpec,
@@ -84,11 +84,11 @@ class Service:
                 builder=partial(
                     build_message, public_url=config.public_url, label_limit=config.limits.max_label_chars
                 ),
+                timeout=config.store_timeout,
+                lease=config.store_lease,
             )
-        except sqlite3.Error as exc:
-            raise InputErrors(
-                [InputError("(config)", 0, "store", f"cannot open {config.store}: {exc}")]
-            ) from None
+        except StoreOpenError as exc:
+            raise InputErrors([InputError("(config)", 0, "store", str(exc))]) from None
         self.choose = symptom_chooser(self.graph, config.alert_symptoms)
         spec = DiagnoserSpec(
             config.playbooks,

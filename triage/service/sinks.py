@@ -11,9 +11,11 @@ A template that fails (a sandbox violation, a bad expression, JSON that does not
 parse) is counted and the bundled template used.
 
 Delivery. One thread per sink sends its messages in order (a `resolved` never
-overtakes the diagnosis it closes), each with an `Idempotency-Key` header that is
-fixed when the message is queued, so a receiver can drop the repeats that
-at-least-once delivery implies. A failure is retried with exponential backoff and
+overtakes the diagnosis it closes), each after claiming it in the store, so that of
+several replicas on one PostgreSQL store one sends it. Each carries an
+`Idempotency-Key` header that is fixed when the message is queued, so a receiver can
+drop the repeats that at-least-once delivery implies (a replica that dies between the
+send and its record). A failure is retried with exponential backoff and
 jitter, and after `max_tries` the message is a dead letter, visible in the API and in
 the metrics. Sink URLs are secrets (Slack's carry one): errors name the sink, never
 the URL.
@@ -44,6 +46,9 @@ from triage.service.metrics import Metrics
 from triage.service.store import OutboxRow, Store
 
 _LOG = logging.getLogger("triage.service")
+
+CLAIMED_ELSEWHERE_WAIT = 0.2
+"""Seconds before a sink's thread looks again when another replica holds the oldest message."""
 
 DEFAULT_TEMPLATES = {"webhook": "webhook.json.j2", "slack": "slack.txt.j2"}
 
@@ -250,6 +255,10 @@ class Dispatcher:
         while not self._stop.is_set():
             try:
                 rows = self.store.due_messages(name, time.time())
+            except self.store.backend.unavailable as exc:
+                _LOG.warning("sink %s: cannot read the outbox (%s)", name, type(exc).__name__)
+                self._stop.wait(1.0)
+                continue
             except Exception:
                 _LOG.exception("sink %s: cannot read the outbox", name)
                 self._stop.wait(1.0)
@@ -264,7 +273,16 @@ class Dispatcher:
                 wake.wait(min(wait, 2.0))
                 wake.clear()
                 continue
-            self.deliver(sink, row)
+            try:
+                claimed = self.store.claim_message(name, self.store.lease)
+            except self.store.backend.unavailable as exc:
+                _LOG.warning("sink %s: cannot claim a message (%s)", name, type(exc).__name__)
+                self._stop.wait(1.0)
+                continue
+            if claimed is None:  # another replica is sending it, or sent it meanwhile
+                self._stop.wait(CLAIMED_ELSEWHERE_WAIT)
+                continue
+            self.deliver(sink, claimed)
 
     def deliver(self, sink: SinkSettings, row: OutboxRow) -> bool:
         body = self.renderer.body(sink, row.message)

@@ -345,7 +345,12 @@ class Runner(Protocol):
 
 
 class WorkerPool:
-    """N threads draining the store's work queue; `wake()` after intake, `stop()` to drain."""
+    """N threads draining the store's work queue; `wake()` after intake, `stop()` to drain.
+
+    Each claim is a lease (`Store.lease` seconds): one more thread renews the leases of
+    the items in hand every third of that, so a long diagnosis keeps its work while a
+    replica that died lets its work go to the others.
+    """
 
     def __init__(
         self,
@@ -366,12 +371,27 @@ class WorkerPool:
         self._pending_wakes = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._in_hand: dict[int, WorkItem] = {}
+        self._in_hand_lock = threading.Lock()
 
     def start(self) -> None:
         for i in range(self.workers):
             thread = threading.Thread(target=self._loop, name=f"triage-worker-{i}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        keeper = threading.Thread(target=self._renew_leases, name="triage-leases", daemon=True)
+        keeper.start()
+        self._threads.append(keeper)
+
+    def _renew_leases(self) -> None:
+        every = self.store.lease / 3
+        while not self._stop.wait(every):
+            with self._in_hand_lock:
+                items = list(self._in_hand.values())
+            try:
+                self.store.renew(items)
+            except Exception as exc:  # a store down now is retried at the next turn
+                _LOG.warning("cannot renew the leases of %d work items (%s)", len(items), type(exc).__name__)
 
     def wake(self) -> None:
         with self._wake:
@@ -399,6 +419,10 @@ class WorkerPool:
         while not self._stop.is_set():
             try:
                 item = self.store.claim()
+            except self.store.backend.unavailable as exc:
+                _LOG.warning("cannot claim work: the store is unavailable (%s)", type(exc).__name__)
+                self._stop.wait(1.0)
+                continue
             except Exception:  # the store is the one thing a worker cannot do without
                 _LOG.exception("cannot claim work from the store")
                 self._stop.wait(1.0)
@@ -406,7 +430,13 @@ class WorkerPool:
             if item is None:
                 self._sleep()
                 continue
-            self._process(item)
+            with self._in_hand_lock:
+                self._in_hand[item.id] = item
+            try:
+                self._process(item)
+            finally:
+                with self._in_hand_lock:
+                    self._in_hand.pop(item.id, None)
 
     def _process(self, item: WorkItem) -> None:
         started = time.monotonic()

@@ -1,96 +1,67 @@
-"""Connections, transactions and checkpoints: the store's one writer and its per-thread readers.
+"""The store's base: its database (SQLite or PostgreSQL), and transactions that run again on a lost race.
 
-All writes go through one connection under one lock; reads use a connection per thread,
-which WAL lets run beside the writer; a background thread copies the WAL back. Every
-other part of the store builds on this base.
+Every other part of the store builds on this base and reaches the database only through
+`write()`, `read()` and `transact()`.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TypeVar
 
+from triage.service.store.backend import Backend, Tx, open_backend
 from triage.service.store.records import MessageBuilder
-from triage.service.store.schema import SCHEMA, migrate
+
+T = TypeVar("T")
+
+_LOG = logging.getLogger("triage.service")
+
+TRIES = 5
+"""Runs of a transaction that keeps losing races to other replicas before it fails."""
 
 
 class StoreBase:
-    """The SQLite connections of a store, with the schema created on open."""
+    """A store on the database at `location` (a SQLite path or a `postgresql://` URL)."""
 
     def __init__(
         self,
-        path: str,
+        location: str,
         sinks: Sequence[str] = (),
         builder: MessageBuilder | None = None,
         synchronous: str = "normal",
+        *,
+        timeout: float = 5.0,
+        lease: float = 60.0,
     ) -> None:
-        if synchronous not in ("normal", "full"):
-            raise ValueError("synchronous is normal or full")
-        self.synchronous = synchronous.upper()
-        self.path = path
+        self.backend: Backend = open_backend(location, synchronous=synchronous, timeout=timeout)
+        self.location = self.backend.location
         self.sinks = tuple(sinks)
         self.builder = builder
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._writer = self._connect()
-        with self._lock:
-            migrate(self._writer)
-            self._writer.executescript(SCHEMA)
-            self._writer.execute("UPDATE work SET state = 'pending' WHERE state = 'running'")
-            self._writer.commit()
-            # Checkpoints copy the WAL back into the database and sync it; done by the
-            # committing connection they stall one intake request now and then, so they
-            # run on a thread of their own instead (see `_checkpoints`).
-            self._writer.execute("PRAGMA wal_autocheckpoint=0")
-        self._closed = threading.Event()
-        self._checkpointer = threading.Thread(target=self._checkpoints, name="triage-checkpoint", daemon=True)
-        self._checkpointer.start()
-
-    def _checkpoints(self, every: float = 1.0) -> None:
-        """Copy the WAL into the database in the background; PASSIVE never blocks a writer."""
-        conn = self._connect()
-        try:
-            while not self._closed.wait(every):
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error:
-                    continue
-        finally:
-            conn.close()
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA foreign_keys=ON")
-        return conn
+        self.lease = lease
+        """Seconds a claim on work or on a message holds without being renewed."""
 
     def close(self) -> None:
-        self._closed.set()
-        self._checkpointer.join(5)
-        with self._lock:
-            self._writer.close()
+        self.backend.close()
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on any error."""
-        with self._lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+    def write(self) -> AbstractContextManager[Tx]:
+        """One write transaction, rolled back on any error."""
+        return self.backend.write()
+
+    def read(self) -> AbstractContextManager[Tx]:
+        return self.backend.read()
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        """Run `body` in a write transaction, again when a concurrent one won a race (PostgreSQL)."""
+        for attempt in range(1, TRIES + 1):
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    def reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-        return conn
+                with self.write() as db:
+                    return body(db)
+            except self.backend.conflicts as exc:
+                if attempt == TRIES:
+                    raise
+                _LOG.debug(
+                    "transaction lost a race (%s); run %d of %d", type(exc).__name__, attempt + 1, TRIES
+                )
+        raise AssertionError("unreachable")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from triage.service.payload import Notification
+from triage.service.store.backend import Tx
 from triage.service.store.outbox import Messages
 from triage.service.store.records import IntakeResult
 
@@ -44,126 +45,142 @@ class Intake(Messages):
         new one at its start.
         """
         window = step if window is None else max(window, step)
-        now = time.time() if now is None else now
+        moment = time.time() if now is None else now
+        return self.transact(
+            lambda db: self._intake(db, note, symptom_of, step, heartbeat, moment, window, fleet_of)
+        )
+
+    def _intake(
+        self,
+        db: Tx,
+        note: Notification,
+        symptom_of: Callable[[Mapping[str, str]], tuple[str, str]],
+        step: float,
+        heartbeat: str,
+        now: float,
+        window: float,
+        fleet_of: Callable[[Mapping[str, str]], str],
+    ) -> IntakeResult:
+        """The intake's one transaction, under the group's lock; run again if it lost a race."""
         new = dup = resolved = beats = new_work = annotated = 0
         to_close: set[str] = set()
-        with self.write() as db:
-            alerts = [a for a in note.alerts if a.alertname != heartbeat]
-            beats = len(note.alerts) - len(alerts)
-            if beats:
-                db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('heartbeat_last_seen', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (repr(now),),
-                )
-            if not alerts:
-                return IntakeResult(len(note.alerts), 0, 0, 0, beats, 0)
-            group = db.execute(
-                "SELECT closed, episode FROM groups WHERE group_key = ?", (note.group_key,)
+        self.backend.lock_group(db, note.group_key)
+        alerts = [a for a in note.alerts if a.alertname != heartbeat]
+        beats = len(note.alerts) - len(alerts)
+        if beats:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('heartbeat_last_seen', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (repr(now),),
+            )
+        if not alerts:
+            return IntakeResult(len(note.alerts), 0, 0, 0, beats, 0)
+        group = db.execute(
+            "SELECT closed, episode FROM groups WHERE group_key = ?", (note.group_key,)
+        ).fetchone()
+        episode = 1 if group is None else int(group["episode"])
+        if group is None:
+            db.execute(
+                "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
+                "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
+                (
+                    note.group_key,
+                    note.receiver,
+                    json.dumps(note.group_labels, sort_keys=True),
+                    note.external_url,
+                    note.truncated,
+                    now,
+                ),
+            )
+        else:
+            db.execute(
+                "UPDATE groups SET truncated = ?, notifications = notifications + 1, updated_at = ? "
+                "WHERE group_key = ?",
+                (note.truncated, now, note.group_key),
+            )
+        for alert in alerts:
+            row = db.execute(
+                "SELECT id, status FROM annotations WHERE fingerprint = ? AND starts_at = ?",
+                (alert.fingerprint, alert.starts_at),
             ).fetchone()
-            episode = 1 if group is None else int(group["episode"])
-            if group is None:
+            if row is not None:
+                dup += 1
                 db.execute(
-                    "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
-                    "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-                    (
-                        note.group_key,
-                        note.receiver,
-                        json.dumps(note.group_labels, sort_keys=True),
-                        note.external_url,
-                        note.truncated,
-                        now,
-                    ),
+                    "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? WHERE id = ?",
+                    (now, note.truncated, row["id"]),
                 )
-            else:
-                db.execute(
-                    "UPDATE groups SET truncated = ?, notifications = notifications + 1, updated_at = ? "
-                    "WHERE group_key = ?",
-                    (note.truncated, now, note.group_key),
-                )
-            for alert in alerts:
-                row = db.execute(
-                    "SELECT id, status FROM annotations WHERE fingerprint = ? AND starts_at = ?",
-                    (alert.fingerprint, alert.starts_at),
-                ).fetchone()
-                if row is not None:
-                    dup += 1
-                    db.execute(
-                        "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? WHERE id = ?",
-                        (now, note.truncated, row["id"]),
-                    )
-                    if alert.status == "resolved" and row["status"] == "firing":
-                        resolved += 1
-                        db.execute(
-                            "UPDATE annotations SET status = 'resolved', ends_at = ? WHERE id = ?",
-                            (alert.ends_at if alert.ends_at is not None else now, row["id"]),
-                        )
-                        to_close.add(note.group_key)
-                    continue
-                new += 1
-                symptom, source = symptom_of(alert.labels)
-                fleet = fleet_of(alert.labels)
-                at = bucket(alert.starts_at, step)
-                if alert.status == "firing" and group is not None and group["closed"]:
-                    db.execute(
-                        "UPDATE groups SET closed = 0, episode = episode + 1, last_signature = NULL "
-                        "WHERE group_key = ?",
-                        (note.group_key,),
-                    )
-                    episode += 1
-                    group = {"closed": 0, "episode": episode}
-                work = db.execute(
-                    "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? AND fleet = ? "
-                    "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
-                    (note.group_key, episode, symptom, fleet, at - window, at + window, at),
-                ).fetchone()
-                if work is None:
-                    new_work += 1
-                    work_id = db.execute(
-                        "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
-                        "created_at, episode, fleet) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
-                        (note.group_key, at, symptom, source, now, now, episode, fleet),
-                    ).lastrowid
-                    done = None
-                else:
-                    work_id = work["id"]
-                    done = db.execute(
-                        "SELECT state, symptom, cause, signals, annotated_at "
-                        "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
-                        (work_id,),
-                    ).fetchone()
-                db.execute(
-                    "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
-                    "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "
-                    "state, symptom, cause, signals, annotated_at, episode) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        alert.fingerprint,
-                        alert.starts_at,
-                        note.group_key,
-                        alert.alertname,
-                        json.dumps(alert.labels, sort_keys=True, ensure_ascii=False),
-                        json.dumps(alert.annotations, sort_keys=True, ensure_ascii=False),
-                        alert.generator_url,
-                        alert.status,
-                        alert.ends_at if alert.status == "resolved" else None,
-                        now,
-                        now,
-                        work_id,
-                        note.truncated,
-                        done["state"] if done else "pending",
-                        done["symptom"] if done else None,
-                        done["cause"] if done else None,
-                        done["signals"] if done else None,
-                        now if done else None,
-                        episode,
-                    ),
-                )
-                if done is not None and done["state"] == "annotated":
-                    annotated += 1
-                if alert.status == "resolved":
+                if alert.status == "resolved" and row["status"] == "firing":
                     resolved += 1
+                    db.execute(
+                        "UPDATE annotations SET status = 'resolved', ends_at = ? WHERE id = ?",
+                        (alert.ends_at if alert.ends_at is not None else now, row["id"]),
+                    )
                     to_close.add(note.group_key)
-            for key in to_close:
-                self._maybe_close(db, key, None, now)
+                continue
+            new += 1
+            symptom, source = symptom_of(alert.labels)
+            fleet = fleet_of(alert.labels)
+            at = bucket(alert.starts_at, step)
+            if alert.status == "firing" and group is not None and group["closed"]:
+                db.execute(
+                    "UPDATE groups SET closed = 0, episode = episode + 1, last_signature = NULL "
+                    "WHERE group_key = ?",
+                    (note.group_key,),
+                )
+                episode += 1
+                group = {"closed": 0, "episode": episode}
+            work = db.execute(
+                "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? AND fleet = ? "
+                "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
+                (note.group_key, episode, symptom, fleet, at - window, at + window, at),
+            ).fetchone()
+            if work is None:
+                new_work += 1
+                work_id = db.execute(
+                    "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
+                    "created_at, episode, fleet) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id",
+                    (note.group_key, at, symptom, source, now, now, episode, fleet),
+                ).fetchone()[0]
+                done = None
+            else:
+                work_id = work["id"]
+                done = db.execute(
+                    "SELECT state, symptom, cause, signals, annotated_at "
+                    "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
+                    (work_id,),
+                ).fetchone()
+            db.execute(
+                "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
+                "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "
+                "state, symptom, cause, signals, annotated_at, episode) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    alert.fingerprint,
+                    alert.starts_at,
+                    note.group_key,
+                    alert.alertname,
+                    json.dumps(alert.labels, sort_keys=True, ensure_ascii=False),
+                    json.dumps(alert.annotations, sort_keys=True, ensure_ascii=False),
+                    alert.generator_url,
+                    alert.status,
+                    alert.ends_at if alert.status == "resolved" else None,
+                    now,
+                    now,
+                    work_id,
+                    note.truncated,
+                    done["state"] if done else "pending",
+                    done["symptom"] if done else None,
+                    done["cause"] if done else None,
+                    done["signals"] if done else None,
+                    now if done else None,
+                    episode,
+                ),
+            )
+            if done is not None and done["state"] == "annotated":
+                annotated += 1
+            if alert.status == "resolved":
+                resolved += 1
+                to_close.add(note.group_key)
+        for key in to_close:
+            self._maybe_close(db, key, None, now)
         return IntakeResult(len(note.alerts), new, dup, resolved, beats, new_work, annotated)

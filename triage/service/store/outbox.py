@@ -3,15 +3,23 @@
 Messages are rows with a stable idempotency key (UNIQUE per sink), queued in the same
 transaction as what caused them, so a sink outage or a crash delays a message and never
 loses or duplicates one.
+
+Each sink's messages go out one at a time, oldest first, whichever replica sends them:
+sending starts with a claim on the sink's oldest pending message (a token and a lease),
+which waits for another replica's claim on that row rather than skip past it, so a
+`resolved` never overtakes the diagnosis it closes. The outcome is stored only under the
+claim; a replica that died mid-send leaves a lease that runs out, and the message is
+sent again with the same idempotency key, which the receiver drops as a repeat.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
+import uuid
 
+from triage.service.store.backend import Row, Tx
 from triage.service.store.connection import StoreBase
 from triage.service.store.records import OutboxRow, WorkResult
 
@@ -21,12 +29,14 @@ def idempotency_key(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
+MINE = "id = ? AND coalesce(claim, '') = ?"
+"""A row still under the caller's claim (or, for a row never claimed, a caller without one)."""
+
+
 class Messages(StoreBase):
     """Closing a group with its `resolved` message, queueing messages, and recording deliveries."""
 
-    def _maybe_close(
-        self, db: sqlite3.Connection, group_key: str, result: WorkResult | None, now: float
-    ) -> bool:
+    def _maybe_close(self, db: Tx, group_key: str, result: WorkResult | None, now: float) -> bool:
         """Send the group's one `resolved` message once nothing fires and nothing awaits a diagnosis."""
         group = db.execute("SELECT closed, episode FROM groups WHERE group_key = ?", (group_key,)).fetchone()
         if group is None or group["closed"]:
@@ -47,7 +57,7 @@ class Messages(StoreBase):
 
     def _enqueue(
         self,
-        db: sqlite3.Connection,
+        db: Tx,
         group_key: str,
         kind: str,
         identity: str,
@@ -62,50 +72,69 @@ class Messages(StoreBase):
         for sink in self.sinks:
             key = idempotency_key(sink, group_key, episode, kind, identity)
             db.execute(
-                "INSERT OR IGNORE INTO outbox (sink, key, group_key, kind, message, next_at, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO outbox (sink, key, group_key, kind, message, next_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sink, key) DO NOTHING",
                 (sink, key, group_key, kind, body, now, now),
             )
 
     def due_messages(self, sink: str, now: float, limit: int = 1) -> list[OutboxRow]:
-        """The oldest pending messages of a sink, in order, if the first is due."""
-        rows = (
-            self.reader()
-            .execute(
+        """The oldest pending messages of a sink, in order (whether due or not)."""
+        with self.read() as db:
+            rows = db.execute(
                 "SELECT id, sink, key, group_key, kind, message, attempts, next_at FROM outbox "
                 "WHERE sink = ? AND state = 'pending' ORDER BY id LIMIT ?",
                 (sink, limit),
-            )
-            .fetchall()
-        )
-        out = [
-            OutboxRow(
-                r["id"],
-                r["sink"],
-                r["key"],
-                r["group_key"],
-                r["kind"],
-                json.loads(r["message"]),
-                r["attempts"],
-                r["next_at"],
-            )
-            for r in rows
-        ]
-        return out
+            ).fetchall()
+        return [_outbox_row(r) for r in rows]
+
+    def claim_message(self, sink: str, lease: float, now: float | None = None) -> OutboxRow | None:
+        """Claim the sink's oldest pending message to send it, if it is due and nobody holds it."""
+        now = time.time() if now is None else now
+        claim = uuid.uuid4().hex
+        with self.write() as db:
+            row = db.execute(
+                "UPDATE outbox SET claim = ?, lease_until = ? WHERE id = (SELECT id FROM outbox "
+                f"WHERE sink = ? AND state = 'pending' ORDER BY id LIMIT 1{self.backend.for_update}) "
+                "AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?) "
+                "RETURNING id, sink, key, group_key, kind, message, attempts, next_at",
+                (claim, now + lease, sink, now, now),
+            ).fetchone()
+        return None if row is None else _outbox_row(row, claim)
 
     def delivered(self, row: OutboxRow, now: float | None = None) -> None:
         with self.write() as db:
             db.execute(
                 "UPDATE outbox SET state = 'delivered', attempts = attempts + 1, delivered_at = ?, "
-                "last_error = NULL WHERE id = ?",
-                (time.time() if now is None else now, row.id),
+                "last_error = NULL, claim = NULL, lease_until = NULL "
+                f"WHERE {MINE}",
+                (time.time() if now is None else now, row.id, row.claim),
             )
 
     def failed(self, row: OutboxRow, error: str, next_at: float | None) -> None:
         """Record a failed attempt; `next_at` None moves the message to the dead letters."""
         with self.write() as db:
             db.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, state = ?, next_at = ? "
-                "WHERE id = ?",
-                (error[:500], "dead" if next_at is None else "pending", next_at or row.next_at, row.id),
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, state = ?, next_at = ?, "
+                f"claim = NULL, lease_until = NULL WHERE {MINE}",
+                (
+                    error[:500],
+                    "dead" if next_at is None else "pending",
+                    next_at or row.next_at,
+                    row.id,
+                    row.claim,
+                ),
             )
+
+
+def _outbox_row(r: Row, claim: str = "") -> OutboxRow:
+    return OutboxRow(
+        r["id"],
+        r["sink"],
+        r["key"],
+        r["group_key"],
+        r["kind"],
+        json.loads(r["message"]),
+        r["attempts"],
+        r["next_at"],
+        claim,
+    )

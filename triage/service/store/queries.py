@@ -1,14 +1,15 @@
 """Reads: groups, annotations with their diagnosis, the outbox, and the health gauges.
 
 What the HTTP API and the metrics ask of the store; nothing here writes but the
-writability probe.
+writability probe, which is what `/readyz` reports: false while the database cannot be
+reached or written.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
+from triage.service.store.backend import Row, Tx
 from triage.service.store.connection import StoreBase
 
 ANNOTATION_SELECT = (
@@ -23,27 +24,25 @@ ANNOTATION_SELECT = (
 class Queries(StoreBase):
     """The store's reads, each on the calling thread's own connection."""
 
-    def group(self, group_key: str) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = (
-            self.reader().execute("SELECT * FROM groups WHERE group_key = ?", (group_key,)).fetchone()
-        )
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Row | None:
+        with self.read() as db:
+            row: Row | None = db.execute(sql, args).fetchone()
         return row
 
-    def group_annotations(self, group_key: str) -> list[sqlite3.Row]:
-        return (
-            self.reader()
-            .execute(
-                f"{ANNOTATION_SELECT} WHERE a.group_key = ? ORDER BY a.starts_at, a.id",
-                (group_key,),
-            )
-            .fetchall()
+    def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
+        with self.read() as db:
+            return db.execute(sql, args).fetchall()
+
+    def group(self, group_key: str) -> Row | None:
+        return self._one("SELECT * FROM groups WHERE group_key = ?", (group_key,))
+
+    def group_annotations(self, group_key: str) -> list[Row]:
+        return self._all(
+            f"{ANNOTATION_SELECT} WHERE a.group_key = ? ORDER BY a.starts_at, a.id", (group_key,)
         )
 
-    def annotation(self, annotation_id: int) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = (
-            self.reader().execute(f"{ANNOTATION_SELECT} WHERE a.id = ?", (annotation_id,)).fetchone()
-        )
-        return row
+    def annotation(self, annotation_id: int) -> Row | None:
+        return self._one(f"{ANNOTATION_SELECT} WHERE a.id = ?", (annotation_id,))
 
     def annotations(
         self,
@@ -57,7 +56,7 @@ class Queries(StoreBase):
         until: float | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[sqlite3.Row]:
+    ) -> list[Row]:
         where: list[str] = []
         args: list[Any] = []
         for column, value in (
@@ -77,35 +76,30 @@ class Queries(StoreBase):
             where.append("a.starts_at <= ?")
             args.append(until)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        return (
-            self.reader()
-            .execute(
-                f"{ANNOTATION_SELECT} {clause} ORDER BY a.id DESC LIMIT ? OFFSET ?",
-                (*args, limit, offset),
-            )
-            .fetchall()
+        return self._all(
+            f"{ANNOTATION_SELECT} {clause} ORDER BY a.id DESC LIMIT ? OFFSET ?", (*args, limit, offset)
         )
 
-    def outbox(self, state: str | None = None, limit: int = 100) -> list[sqlite3.Row]:
+    def outbox(self, state: str | None = None, limit: int = 100) -> list[Row]:
         clause = "WHERE state = ?" if state else ""
         args: tuple[Any, ...] = (state,) if state else ()
-        return (
-            self.reader()
-            .execute(
-                f"SELECT id, sink, key, group_key, kind, state, attempts, next_at, last_error, created_at, "
-                f"delivered_at FROM outbox {clause} ORDER BY id DESC LIMIT ?",
-                (*args, limit),
-            )
-            .fetchall()
+        return self._all(
+            f"SELECT id, sink, key, group_key, kind, state, attempts, next_at, last_error, created_at, "
+            f"delivered_at FROM outbox {clause} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
         )
 
     def heartbeat_last_seen(self) -> float | None:
-        row = self.reader().execute("SELECT value FROM meta WHERE key = 'heartbeat_last_seen'").fetchone()
+        row = self._one("SELECT value FROM meta WHERE key = 'heartbeat_last_seen'")
         return None if row is None else float(row[0])
 
     def gauges(self) -> dict[str, float]:
         """Backlog and delivery state, read at scrape time from the store itself."""
-        db = self.reader()
+        with self.read() as db:
+            return self._gauges(db)
+
+    @staticmethod
+    def _gauges(db: Tx) -> dict[str, float]:
         out: dict[str, float] = {}
         out["work_pending"] = db.execute("SELECT count(*) FROM work WHERE state != 'done'").fetchone()[0]
         out["annotations_pending"] = db.execute(
@@ -121,15 +115,16 @@ class Queries(StoreBase):
                 "SELECT count(*) FROM outbox WHERE state = ?", (state,)
             ).fetchone()[0]
         out["signal_fetches_stored"] = db.execute("SELECT coalesce(sum(fetches), 0) FROM work").fetchone()[0]
-        return out
+        return {name: float(value) for name, value in out.items()}
 
-    def writable(self) -> bool:
+    def writable(self, timeout: float | None = None) -> bool:
+        """Whether a write commits now, waiting at most `timeout` seconds (the store's own by default)."""
         try:
-            with self.write() as db:
+            with self.backend.write(timeout) as db:
                 db.execute(
                     "INSERT INTO meta (key, value) VALUES ('probe', '1') "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
                 )
-        except sqlite3.Error:
+        except self.backend.unavailable:
             return False
         return True

@@ -6,10 +6,11 @@ live apart from the SQL that fills them.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from triage.service.store.backend import Tx
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class WorkItem:
     attempts: int
     fleet: str = ""
     alerts: tuple[Mapping[str, str], ...] = ()
+    claim: str = ""
+    """The token of this claim: the result is stored only while it is still the row's."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,9 @@ class OutboxRow:
     message: dict[str, Any]
     attempts: int
     next_at: float
+    claim: str = ""
+    """The token of this replica's claim on sending it: its outcome is stored only under it."""
 
 
-MessageBuilder = Callable[[sqlite3.Connection, str, str, int, "int | None"], dict[str, Any]]
+MessageBuilder = Callable[[Tx, str, str, int, "int | None"], dict[str, Any]]
 """(db, group_key, kind, episode, work_id) -> the message, built inside the transaction that queues it."""
