@@ -167,6 +167,10 @@ REPLICA_LABEL: Final = "instance"
 DEFAULT_FLEET_LABELS: tuple[str, ...] = ("namespace", "model_name")
 """The engine labels that name a fleet unless told otherwise (`--fleet-labels`)."""
 
+DEFAULT_MAX_SERIES: Final = 2000
+"""Series kept per range query by default (a histogram's buckets count once): see
+`signals.prometheus.replies`. Here, where the command-line options can read it cheaply."""
+
 
 def suggest(name: str, choices: Iterable[str] | None = None) -> str:
     """A ' (did you mean X?)' hint for a misspelt name among `choices` (the signals by default), or ''.

@@ -6,12 +6,14 @@ native histograms refused) and becomes plain arrays; callers never parse query J
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from signals.prometheus.errors import PrometheusBadReply
 from signals.prometheus.transport import _Failure, _one_line
@@ -63,31 +65,111 @@ def _parse_names(data: object) -> set[str]:
     return set(data)
 
 
+# The series cap (`signals.vocabulary.DEFAULT_MAX_SERIES`, 2,000 per range query; 0 or None keeps them all). A
+# selector that matches far more than a fleet (every replica of every model, a label gone
+# wrong) can answer tens of thousands of series; past the cap the first ones in label order
+# are kept and the rest dropped before anything else is made of them, and the answer says
+# how many (`capped_warning`). A histogram's buckets count once (`le` aside), so a capped
+# histogram loses whole replicas, never buckets, and fleets of up to 2,000 replicas fit.
+
+STREAMED_REPLY_BYTES = 8 * 1024 * 1024
+"""Replies larger than this are parsed with each series' samples made arrays as it is read."""
+
+
+class _Samples(NamedTuple):
+    """A series' samples already made arrays while the reply was parsed (`load_reply`)."""
+
+    times: FloatArray
+    values: FloatArray
+
+
+def _compact_series(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook`: a series object's samples become arrays as soon as it is read.
+
+    Parsed whole, a reply of 10,000 series × 250 samples is some 2.5 million Python lists,
+    floats and strings (about 700 MB, measured in docs/benchmarks.md); made arrays series by
+    series, the parse never holds more than one series' samples as Python objects.
+    """
+    obj = dict(pairs)
+    if "metric" in obj:
+        if isinstance(obj.get("values"), list):
+            obj["values"] = _Samples(*_samples(obj["values"]))
+        elif isinstance(obj.get("value"), list):
+            obj["value"] = _Samples(*_samples([obj["value"]]))
+    return obj
+
+
+def load_reply(content: bytes) -> object:
+    """A reply's JSON: orjson for the usual sizes, series by series past `STREAMED_REPLY_BYTES`.
+
+    orjson parses a diagnosis' replies of a few megabytes fastest; a reply far larger than
+    a fleet's (a selector matching thousands of series) would, parsed whole into Python
+    objects, cost about ten times its size in memory before any cap could drop a series.
+    A malformed sample raises the reply's `_Failure`, as `_parse_series` would.
+    """
+    if len(content) <= STREAMED_REPLY_BYTES:
+        return orjson.loads(content)
+    return json.loads(content, object_pairs_hook=_compact_series)
+
+
+def capped_warning(kept: int, total: int) -> str:
+    """The line a capped answer carries into the signal's status and the diagnosis."""
+    return f"capped: {kept} of {total} series (the first {kept} by labels kept, {total - kept} dropped)"
+
+
 def _parse_series(data: object) -> list[SeriesData]:
     """`data` of a query reply as `(labels, times, values)`; NaN/Inf strings become floats.
 
     Scalars become one series without labels. Native-histogram samples have no float
     value to give; a series made only of them is refused rather than read as empty.
     """
+    return _parse_capped(data, None)[0]
+
+
+def _group(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What the cap counts: the labels without `le`, so a histogram keeps whole replicas."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+
+
+def _parse_capped(data: object, max_series: int | None) -> tuple[list[SeriesData], int, int]:
+    """`_parse_series` with at most `max_series` series (a histogram's buckets counting once),
+    with how many were kept and how many there were, counted so; the samples of a dropped
+    series are never converted (in a reply parsed whole).
+
+    Past the cap, the series are sorted by their labels (`le` last) and the first
+    `max_series` kept: the same ones whatever order the server answered in.
+    """
     if not isinstance(data, dict):
         raise _malformed("no data object")
     result_type, result = data.get("resultType"), data.get("result")
     if result_type == "scalar":
-        return [({}, *_samples([result]))]
+        return [({}, *_samples([result]))], 1, 1
     if result_type not in ("matrix", "vector") or not isinstance(result, list):
         raise _malformed(f"unsupported result type {result_type!r}")
     key = "values" if result_type == "matrix" else "value"
-    out: list[SeriesData] = []
+    labelled: list[tuple[dict[str, str], Mapping[str, Any]]] = []
     for item in result:
         if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
             raise _malformed("series without a metric object")
         if key not in item:
             what = "native histogram samples" if _has_histograms(item) else f"a series without {key!r}"
             raise _malformed(f"{what}: not supported")
-        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
-        samples = item[key] if result_type == "matrix" else [item[key]]
-        out.append((labels, *_samples(samples)))
-    return out
+        labelled.append(({str(k): str(v) for k, v in item.get("metric", {}).items()}, item))
+    groups = {_group(labels) for labels, _ in labelled}
+    total = kept_count = len(groups)
+    if max_series and total > max_series:
+        kept_count = max_series
+        kept = set(sorted(groups)[:max_series])
+        chosen = [(labels, item) for labels, item in labelled if _group(labels) in kept]
+        labelled = sorted(chosen, key=lambda pair: (_group(pair[0]), pair[0].get("le", "")))
+    out: list[SeriesData] = []
+    for labels, item in labelled:
+        samples = item[key]
+        if isinstance(samples, _Samples):
+            out.append((labels, samples.times, samples.values))
+        else:
+            out.append((labels, *_samples(samples if result_type == "matrix" else [samples])))
+    return out, kept_count, total
 
 
 def _has_histograms(item: Mapping[str, object]) -> bool:

@@ -20,7 +20,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from signals.prometheus.errors import PrometheusBadReply, PrometheusError, PrometheusUnavailable
-from signals.prometheus.replies import _strings, _warnings
+from signals.prometheus.replies import _strings, _warnings, load_reply
 from signals.prometheus.transport import (
     _connection_reason,
     _DeadlineSession,
@@ -188,7 +188,7 @@ class Rounds:
         response = self._session.captured()
         if response is None:
             raise _Failure(f"no response from {self.url}", kind="malformed", family=PrometheusBadReply)
-        return _envelope(response)
+        return _envelope(response, load_reply)
 
 
 def _backoff(attempt: int) -> float:

@@ -24,11 +24,14 @@ from signals.prometheus.replies import (
     QueryResult,
     SeriesData,
     _malformed,
+    _parse_capped,
     _parse_names,
     _parse_series,
+    capped_warning,
 )
 from signals.prometheus.rounds import Rounds, _Job, _Outcome
 from signals.prometheus.transport import _DeadlineSession, _num, _redact
+from signals.vocabulary import DEFAULT_MAX_SERIES
 
 _LOG = logging.getLogger("signals.prometheus")
 """One logger for the whole seam, named after it, whichever module logs."""
@@ -42,7 +45,10 @@ class PrometheusSource(Rounds):
     mutually exclusive; `headers` are added to every request (e.g. `X-Scope-OrgID` for
     Mimir). `ca_bundle` is a CA file for a private CA; `verify=False` disables TLS
     checks and says so in the log, because it must never happen silently. Replies are asked
-    for uncompressed unless `compress` (see the constructor).
+    for uncompressed unless `compress` (see the constructor). `max_series` caps the series
+    of one range query's answer (`signals.vocabulary.DEFAULT_MAX_SERIES`; 0 or None: no cap), saying
+    so in its warnings; instant queries (fleet discovery reads every fleet at once) are not
+    capped.
     Bad arguments (a non-http URL, step <= 0, end < start) are programming errors and
     raise `ValueError`, never echoing a credential.
     """
@@ -60,6 +66,7 @@ class PrometheusSource(Rounds):
         max_retries: int = 2,
         max_workers: int = 8,
         compress: bool = False,
+        max_series: int | None = DEFAULT_MAX_SERIES,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -68,6 +75,8 @@ class PrometheusSource(Rounds):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if max_retries < 0 or max_workers < 1:
             raise ValueError("max_retries must be >= 0 and max_workers >= 1")
+        if max_series is not None and max_series < 0:
+            raise ValueError(f"max_series must be >= 0 (0: no cap), got {max_series!r}")
         if bearer_token is not None and basic_auth is not None:
             raise ValueError("give bearer_token or basic_auth, not both")
         if bearer_token is not None and (
@@ -84,6 +93,7 @@ class PrometheusSource(Rounds):
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self._max_workers = max_workers
+        self.max_series = max_series or None
 
         session = _DeadlineSession(self.timeout)
         session.headers["Accept"] = "application/json"
@@ -164,12 +174,16 @@ class PrometheusSource(Rounds):
             raise ValueError(f"step must be a positive number of seconds, got {step!r}")
         if not (math.isfinite(start) and math.isfinite(end)) or end < start:
             raise ValueError(f"bad range: start={start!r} end={end!r}")
-        jobs: dict[str, _Job[list[SeriesData]]] = {
-            name: _Job(self._range_fetch(query, start, end, step), _parse_series)
-            for name, query in queries.items()
+        cap = self.max_series
+
+        def parse(data: object) -> tuple[list[SeriesData], int, int]:
+            return _parse_capped(data, cap)
+
+        jobs: dict[str, _Job[tuple[list[SeriesData], int, int]]] = {
+            name: _Job(self._range_fetch(query, start, end, step), parse) for name, query in queries.items()
         }
         outcomes = self._round(jobs)
-        return {name: _to_result(queries[name], outcomes[name]) for name in queries}
+        return {name: _capped_result(queries[name], outcomes[name]) for name in queries}
 
     def instant_queries(self, queries: Mapping[str, str], at: float | None = None) -> dict[str, QueryResult]:
         """Run every query at one instant, concurrently, within one deadline (keys as given)."""
@@ -270,6 +284,15 @@ class PrometheusSource(Rounds):
 
     def _server_timeout(self) -> str:
         return _num(max(self._session.remaining(), 0.001))
+
+
+def _capped_result(query: str, outcome: _Outcome[tuple[list[SeriesData], int, int]]) -> QueryResult:
+    """A range query's result; a capped answer says so in its warnings (it is partial data)."""
+    if outcome.failure is not None or outcome.value is None:
+        return _to_result(query, _Outcome(None, outcome.failure, outcome.http_requests, [], []))
+    series, kept, total = outcome.value
+    warnings = [*outcome.warnings, *([capped_warning(kept, total)] if kept < total else [])]
+    return _to_result(query, _Outcome(series, None, outcome.http_requests, warnings, outcome.infos))
 
 
 def _to_result(query: str, outcome: _Outcome[list[SeriesData]]) -> QueryResult:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import email.utils
 import re
+import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -119,15 +121,19 @@ class _DeadlineSession(requests.Session):
         return response
 
 
-def _envelope(response: requests.Response) -> dict[str, Any]:
-    """The Prometheus JSON envelope of a response, or the `_Failure` that describes it."""
+def _envelope(response: requests.Response, load: Callable[[bytes], object] = orjson.loads) -> dict[str, Any]:
+    """The Prometheus JSON envelope of a response, or the `_Failure` that describes it.
+
+    `load` parses the body (`replies.load_reply` for query replies, which bounds the memory
+    of a huge one); its errors are ValueErrors, or a `_Failure` for a malformed sample.
+    """
     where = _redact(response.url)
     body: object
     try:
         # orjson: a diagnosis' replies are megabytes of [time, "value"] pairs, parsed about
         # three times faster than by the standard library (its errors are ValueErrors).
-        body = orjson.loads(response.content)
-    except ValueError:
+        body = load(response.content)
+    except (ValueError, RecursionError):
         body = None
     error_type, error_text = _error_fields(body)
     status = response.status_code
@@ -226,8 +232,8 @@ def _connection_reason(exc: requests.ConnectionError) -> str:
     cause: object = exc.args[0] if exc.args else None
     reason = getattr(cause, "reason", cause)
     text = str(reason)
-    if isinstance(reason, urllib3.exceptions.NameResolutionError):
-        return "host name not resolved"
+    if isinstance(reason, urllib3.exceptions.NameResolutionError) or _gaierror(exc) is not None:
+        return _dns_reason(_gaierror(exc))
     if "Connection refused" in text:
         return "connection refused"
     if isinstance(reason, urllib3.exceptions.ProtocolError) or "Connection aborted" in text:
@@ -235,6 +241,30 @@ def _connection_reason(exc: requests.ConnectionError) -> str:
     if isinstance(reason, urllib3.exceptions.NewConnectionError):
         return "cannot connect"
     return _short(exc)
+
+
+def _gaierror(exc: BaseException) -> socket.gaierror | None:
+    """The resolver's own error under requests' and urllib3's wrappers, if that is the cause."""
+    node: object = exc
+    for _ in range(6):
+        if isinstance(node, socket.gaierror):
+            return node
+        if not isinstance(node, BaseException):
+            return None
+        reason = getattr(node, "reason", None)
+        node = reason if isinstance(reason, BaseException) else (node.__cause__ or node.__context__)
+    return None
+
+
+def _dns_reason(error: socket.gaierror | None) -> str:
+    """A failed name lookup, told apart from a refused connection: the name does not exist,
+    or the resolver could not answer (worth trying again)."""
+    code = error.errno if error is not None else None
+    if code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
+        return "DNS: name not resolved"
+    if code == socket.EAI_AGAIN:
+        return "DNS: lookup failed for now (temporary failure in name resolution)"
+    return f"DNS: {error.strerror}" if error is not None and error.strerror else "DNS: name not resolved"
 
 
 def _short(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from signals.vocabulary import DEFAULT_FLEET_LABELS
+from signals.vocabulary import DEFAULT_FLEET_LABELS, DEFAULT_MAX_SERIES
 
 TOKEN_ENV = "TRIAGE_PROMETHEUS_TOKEN"
 
@@ -59,6 +59,14 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
         type=float,
         default=5.0,
         help="deadline for the whole fetch round (default 5)",
+    )
+    group.add_argument(
+        "--max-series",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_SERIES,
+        help=f"series kept per query, a histogram's buckets counting once (default {DEFAULT_MAX_SERIES}; "
+        "0: no cap); a capped signal says so in the diagnosis",
     )
     group.add_argument("--token-file", metavar="FILE", help=f"bearer token file (or ${TOKEN_ENV})")
     group.add_argument("--basic-auth-file", metavar="FILE", help="a file holding user:password")

@@ -37,6 +37,10 @@ _HELP: dict[str, tuple[str, str]] = {
     ),
     "triage_sink_deliveries_total": ("counter", "Sink deliveries by sink and outcome."),
     "triage_sink_failures_total": ("counter", "Failed sink delivery attempts by sink and reason."),
+    "triage_sink_shortened_total": (
+        "counter",
+        "Messages a sink refused as too large, delivered shortened (with a note saying so).",
+    ),
     "triage_template_errors_total": (
         "counter",
         "Sink template errors (the bundled template was used instead).",

@@ -17,8 +17,11 @@ several replicas on one PostgreSQL store one sends it. Each carries an
 drop the repeats that at-least-once delivery implies (a replica that dies between the
 send and its record). A failure is retried with exponential backoff and
 jitter, and after `max_tries` the message is a dead letter, visible in the API and in
-the metrics. Sink URLs are secrets (Slack's carry one): errors name the sink, never
-the URL.
+the metrics. A message the sink refuses as too large (HTTP 413, Slack's `msg_too_long`)
+is shortened at once, fewer alerts listed and long values cut, with a note saying so in
+the message itself, under the same key; one refused even at its shortest is a dead
+letter saying why. Sink URLs are secrets (Slack's carry one): errors name the sink,
+never the URL.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import socket
 import threading
 import time
 import urllib.error
@@ -51,6 +55,12 @@ CLAIMED_ELSEWHERE_WAIT = 0.2
 """Seconds before a sink's thread looks again when another replica holds the oldest message."""
 
 DEFAULT_TEMPLATES = {"webhook": "webhook.json.j2", "slack": "slack.txt.j2"}
+
+TOO_LARGE_ERRORS = frozenset({"msg_too_long", "msg_blocks_too_long"})
+"""Slack's error codes for a message over its size limits (an HTTP 413 says the same)."""
+
+SHORT_VALUE_CHARS = 80
+"""Label values and texts are cut to this in a shortened message."""
 
 
 class NotAvailable(jinja2.ChainableUndefined):
@@ -138,10 +148,15 @@ class Renderer:
         shown = alerts[: sink.max_alerts_listed]
         more = int(message.get("alert_count", len(alerts))) - len(shown)
         context = {"message": message, "alerts": shown, "more": more, "sink": sink.name}
+        note = message.get("note")
         for which in ("user", "bundled"):
             try:
                 return self._render(
-                    sink.kind, which, template if which == "user" else DEFAULT_TEMPLATES[sink.kind], context
+                    sink.kind,
+                    which,
+                    template if which == "user" else DEFAULT_TEMPLATES[sink.kind],
+                    context,
+                    str(note) if note else None,
                 )
             except (jinja2.TemplateError, ValueError, TypeError) as exc:
                 self.metrics.inc("triage_template_errors_total", sink=sink.name)
@@ -154,13 +169,22 @@ class Renderer:
                 )
         raise RuntimeError("the bundled template failed")  # pragma: no cover
 
-    def _render(self, kind: str, which: str, template: str, context: Mapping[str, Any]) -> bytes:
+    def _render(
+        self, kind: str, which: str, template: str, context: Mapping[str, Any], note: str | None = None
+    ) -> bytes:
+        """The body; a `note` (the message was shortened) is added whatever the template says:
+        a `note` key in a JSON object, a last line in Slack text."""
         if kind == "webhook":
             text = self._json[which].get_template(template).render(context)
-            json.loads(text)
+            parsed = json.loads(text)
+            if note and isinstance(parsed, dict):
+                parsed.setdefault("note", note)
+                return json.dumps(parsed, ensure_ascii=False).encode()
             return text.encode()
-        text = self._text[which].get_template(template).render(context)
-        return json.dumps({"text": text.strip()}, ensure_ascii=False).encode()
+        text = self._text[which].get_template(template).render(context).strip()
+        if note:
+            text = f"{text}\n:warning: _{slack_escape(note)}_"
+        return json.dumps({"text": text}, ensure_ascii=False).encode()
 
     def page(self, context: Mapping[str, Any]) -> str:
         return self._html.get_template("annotation.html.j2").render(context)
@@ -168,11 +192,49 @@ class Renderer:
 
 @dataclass(frozen=True)
 class Attempt:
-    """The outcome of one HTTP attempt; `reason` is a metric label (http_503, unreachable, error_body)."""
+    """The outcome of one HTTP attempt; `reason` is a metric label (http_503, unreachable, error_body).
+
+    `too_large`: the sink refused the message for its size (HTTP 413, or Slack's
+    `msg_too_long` in a 4xx body or a 200 `{"ok": false}`); shortening it may pass.
+    """
 
     ok: bool
     error: str = ""
     reason: str = ""
+    too_large: bool = False
+
+
+def shortened(message: Mapping[str, Any], shown: int, total: int) -> dict[str, Any]:
+    """The message with its first `shown` alerts and every text cut to `SHORT_VALUE_CHARS`,
+    carrying a `note` that says so and where the rest is (Alertmanager's page of the
+    group, else the first alert's annotation page)."""
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > SHORT_VALUE_CHARS:
+            return value[: SHORT_VALUE_CHARS - 1] + "…"
+        if isinstance(value, dict):
+            return {cut(k): cut(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+
+    alerts = list(message.get("alerts", []))
+    keep = ("url", "external_url")
+    out = {k: (v if k in keep else cut(v)) for k, v in message.items() if k != "alerts"}
+    out["alerts"] = [{k: (v if k in keep else cut(v)) for k, v in a.items()} for a in alerts[:shown]]
+    where = message.get("external_url") or next((a.get("url") for a in alerts if a.get("url")), None)
+    out["note"] = f"message shortened for this sink: {min(shown, len(alerts))} of {total} alerts shown" + (
+        f"; full list at {where}" if where else ""
+    )
+    return out
+
+
+def shortenings(listed: int) -> list[int]:
+    """How many alerts each shortened try lists: all those listed (texts cut), then half, down to none."""
+    counts = [listed]
+    while counts[-1] > 0:
+        counts.append(counts[-1] // 2)
+    return counts
 
 
 def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
@@ -193,9 +255,19 @@ def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
             reply = response.read(65536)
             status = response.status
     except urllib.error.HTTPError as exc:
-        return Attempt(False, f"HTTP {exc.code}", f"http_{exc.code}")
+        code = _error_code(exc)
+        too_large = exc.code == 413 or code in TOO_LARGE_ERRORS
+        return Attempt(
+            False,
+            f"HTTP {exc.code}" + (f": {code}" if code in TOO_LARGE_ERRORS else ""),
+            f"http_{exc.code}",
+            too_large,
+        )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, socket.gaierror):
+            # A name that does not resolve (yet): retried like a refused connection, said apart.
+            return Attempt(False, f"unreachable (DNS: {_dns_text(reason)})", "unreachable")
         return Attempt(False, f"unreachable: {type(reason).__name__}", "unreachable")
     if not 200 <= status < 300:
         return Attempt(False, f"HTTP {status}", f"http_{status}")
@@ -204,10 +276,33 @@ def post(url: str, body: bytes, key: str, timeout: float) -> Attempt:
     except ValueError:
         parsed = None
     if isinstance(parsed, dict) and parsed.get("ok") is False:
+        error = str(parsed.get("error", ""))[:100]
         return Attempt(
-            False, f"HTTP {status} with an error body: {str(parsed.get('error', ''))[:100]}", "error_body"
+            False, f"HTTP {status} with an error body: {error}", "error_body", error in TOO_LARGE_ERRORS
         )
     return Attempt(True)
+
+
+def _error_code(exc: urllib.error.HTTPError) -> str:
+    """Slack's error code in a 4xx body (`msg_too_long`, as text or `{"error": ...}`), else ''."""
+    try:
+        raw = exc.read(4096)
+    except (OSError, ValueError):
+        return ""
+    text = raw.decode("utf-8", "replace").strip()
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return ""
+        return str(parsed.get("error", "")) if isinstance(parsed, dict) else ""
+    return text if text.replace("_", "").isalnum() and len(text) <= 64 else ""
+
+
+def _dns_text(error: socket.gaierror) -> str:
+    if error.errno == socket.EAI_AGAIN:
+        return "lookup failed for now"
+    return "name not resolved"
 
 
 class Dispatcher:
@@ -287,13 +382,19 @@ class Dispatcher:
     def deliver(self, sink: SinkSettings, row: OutboxRow) -> bool:
         body = self.renderer.body(sink, row.message)
         attempt = post(self.urls[sink.name], body, row.key, sink.timeout)
+        if attempt.too_large:
+            attempt = self._shorten(sink, row, attempt)
         if attempt.ok:
             self.store.delivered(row)
             self.metrics.inc("triage_sink_deliveries_total", sink=sink.name, outcome="delivered")
             return True
         self.metrics.inc("triage_sink_failures_total", sink=sink.name, reason=attempt.reason)
         tries = row.attempts + 1
-        if tries >= sink.max_tries:
+        if attempt.too_large or tries >= sink.max_tries:
+            if attempt.too_large:
+                attempt = Attempt(
+                    False, f"too large even when shortened ({attempt.error})", attempt.reason, True
+                )
             self.store.failed(row, attempt.error, None)
             self.metrics.inc("triage_sink_deliveries_total", sink=sink.name, outcome="dead_letter")
             _LOG.warning(
@@ -308,6 +409,35 @@ class Dispatcher:
         self.store.failed(row, attempt.error, time.time() + delay)
         _LOG.info("sink %s: attempt %d failed (%s); next in %.1fs", sink.name, tries, attempt.error, delay)
         return False
+
+    def _shorten(self, sink: SinkSettings, row: OutboxRow, refused: Attempt) -> Attempt:
+        """Send the message shorter and shorter, at once, until the sink takes it.
+
+        The outcome of the last try: ok (counted in `triage_sink_shortened_total`), a
+        failure of another kind (retried as usual), or still too large at its shortest.
+        """
+        message = row.message
+        alerts = list(message.get("alerts", []))
+        total = int(message.get("alert_count", len(alerts)))
+        attempt = refused
+        for shown in shortenings(min(len(alerts), sink.max_alerts_listed)):
+            self.metrics.inc("triage_sink_failures_total", sink=sink.name, reason=attempt.reason)
+            body = self.renderer.body(sink, shortened(message, shown, total))
+            attempt = post(self.urls[sink.name], body, row.key, sink.timeout)
+            if attempt.ok:
+                self.metrics.inc("triage_sink_shortened_total", sink=sink.name)
+                _LOG.info(
+                    "sink %s: message %s was too large (%s); sent with %d of %d alerts",
+                    sink.name,
+                    row.id,
+                    refused.error,
+                    shown,
+                    total,
+                )
+                return attempt
+            if not attempt.too_large:
+                return attempt
+        return attempt
 
 
 def read_template_folder(folder: str | None) -> str | None:

@@ -84,12 +84,20 @@ class RecordingSink:
     """A threaded HTTP server on 127.0.0.1 that records every request; a context manager.
 
     `port=0` picks a free port; `restart()` reuses whichever port was chosen.
-    `max_body` bounds what is read from one request, so a runaway client cannot
-    exhaust the test process's memory (the excess is not read and the request is
-    answered 413).
+    `max_body` bounds what is kept of one request, so a runaway client cannot
+    exhaust the test process's memory: a larger body is read and thrown away (so the
+    client sees the answer, not a reset) and answered `too_large`, 413 by default;
+    Slack answers `(400, b"msg_too_long")`.
     """
 
-    def __init__(self, port: int = 0, *, max_body: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        max_body: int = 64 * 1024 * 1024,
+        too_large: tuple[int, bytes] = (413, b'{"error":"too large"}'),
+    ) -> None:
+        self._too_large = too_large
         self._cond = threading.Condition()
         self._received: list[Received] = []
         self._mode = _Mode()
@@ -263,8 +271,15 @@ class RecordingSink:
         length = int(handler.headers.get("Content-Length") or 0)
         headers = dict(handler.headers.items())
         if length > self._max_body:
-            self._record(Received(handler.command, handler.path, headers, b"", None, 413, arrived))
-            _send(handler, _Reply(413, b'{"error":"too large"}'))
+            left = length
+            while left > 0:
+                chunk = handler.rfile.read(min(left, 65536))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            status, text = self._too_large
+            self._record(Received(handler.command, handler.path, headers, b"", None, status, arrived))
+            _send(handler, _Reply(status, text))
             return
         body = handler.rfile.read(length) if length else b""
         reply = self._next_reply()

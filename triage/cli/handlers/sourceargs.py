@@ -29,6 +29,9 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         raise SourceArgError(f"--prometheus: '{url}' is not an http:// or https:// URL")
     if args.timeout <= 0:
         raise SourceArgError("--timeout: must be more than zero seconds")
+    max_series = getattr(args, "max_series", None)
+    if max_series is not None and max_series < 0:
+        raise SourceArgError("--max-series: must be 0 (no cap) or more")
     token = read_secret(args.token_file, "token-file") if args.token_file else os.environ.get(TOKEN_ENV)
     basic: tuple[str, str] | None = None
     if args.basic_auth_file:
@@ -51,6 +54,7 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         ca_bundle=args.ca_file,
         compress=args.compress,
         verify=not args.insecure,
+        **({"max_series": max_series} if max_series is not None else {}),
     )
 
 
