@@ -24,6 +24,7 @@ from signals.errors import InputError, InputErrors
 from signals.fleets import DEFAULT_FLEET_LABELS
 from signals.secret import SecretFileError, read_secret
 from signals.timeparse import parse_duration
+from signals.vocabulary import DEFAULT_MAX_SERIES
 from signals.yamldoc import Document, read_yaml
 from triage.core.model import AUTO, SYMPTOMS
 from triage.service.command import PROMETHEUS_TOKEN_ENV, TOKEN_ENV
@@ -87,6 +88,8 @@ class PrometheusSettings(_Strict):
     retry_unavailable: float = 30.0
     coalesce: float = 300.0
     max_concurrent_fetches: int = Field(1, ge=1, le=32)
+    max_series: int = Field(DEFAULT_MAX_SERIES, ge=0)
+    """Series kept per range query (a histogram's buckets count once); 0: no cap."""
 
     @field_validator("timeout", "lookback", "step", "retry_unavailable", "coalesce", mode="before")
     @classmethod

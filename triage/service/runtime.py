@@ -104,6 +104,7 @@ class Service:
             config.prometheus.timeout,
             self.secrets.prometheus_token,
             config.prometheus.fleet_labels,
+            config.prometheus.max_series,
         )
         self.runner: Runner
         if config.diagnosis_processes > 0:
@@ -138,6 +139,7 @@ class Service:
             url,
             timeout=timeout or self.config.prometheus.timeout,
             bearer_token=self.secrets.prometheus_token,
+            max_series=self.config.prometheus.max_series,
         )
 
     def start(self) -> None:

@@ -41,6 +41,7 @@ from signals.fleets import DEFAULT_FLEET_LABELS
 from signals.frame import SignalFrame
 from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
+from signals.vocabulary import DEFAULT_MAX_SERIES
 from triage.core.graph import TriageGraph, build_graph
 from triage.core.model import AUTO
 from triage.core.reads import replica_reads
@@ -215,10 +216,14 @@ class DiagnoserSpec:
     prometheus_timeout: float
     prometheus_token: str | None = field(default=None, repr=False)
     fleet_labels: tuple[str, ...] = DEFAULT_FLEET_LABELS
+    max_series: int = DEFAULT_MAX_SERIES
 
     def source(self) -> PrometheusSource:
         return PrometheusSource(
-            self.prometheus_url, timeout=self.prometheus_timeout, bearer_token=self.prometheus_token
+            self.prometheus_url,
+            timeout=self.prometheus_timeout,
+            bearer_token=self.prometheus_token,
+            max_series=self.max_series,
         )
 
     def diagnoser(self, rounds: AbstractContextManager[object] | None = None) -> Diagnoser:
