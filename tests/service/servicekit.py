@@ -39,7 +39,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{free_loopback_port()}"
 
 
-def make_service(store: Path, prometheus: str, **flags: Any) -> Service:
+def make_service(store: StoreAt, prometheus: str, **flags: Any) -> Service:
     """A Service from command-line style flags (see triage.service.command)."""
     config = flags.pop("config", None)
     values: dict[str, Any] = {"store": str(store), "prometheus": prometheus, **flags}
@@ -58,8 +58,20 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: floa
         time.sleep(interval)
 
 
-def rows(db: Path, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
-    """Read the store directly (read-only), as an operator would."""
+StoreAt = Path | str
+"""Where a test's store is: a SQLite file, or a `postgresql://` URL."""
+
+
+def rows(db: StoreAt, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    """Read the store directly (read-only), as an operator would; rows by name or position."""
+    if isinstance(db, str):
+        import psycopg
+
+        from triage.service.store.postgres import placeholders, row_factory
+
+        with psycopg.connect(db, autocommit=True, row_factory=row_factory) as pg:
+            pg.read_only = True
+            return pg.execute(placeholders(sql), tuple(args)).fetchall()  # type: ignore[arg-type]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     conn.row_factory = sqlite3.Row
     try:
@@ -68,8 +80,8 @@ def rows(db: Path, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn.close()
 
 
-def count(db: Path, table: str, where: str = "1", args: Sequence[Any] = ()) -> int:
-    if not db.exists():
+def count(db: StoreAt, table: str, where: str = "1=1", args: Sequence[Any] = ()) -> int:
+    if isinstance(db, Path) and not db.exists():
         return 0
     return int(rows(db, f"SELECT count(*) FROM {table} WHERE {where}", args)[0][0])
 

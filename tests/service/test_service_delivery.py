@@ -24,7 +24,7 @@ from triage.service.app import create_app
 
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import closed_port_url, count, make_service, rows, wait_until
+from .servicekit import StoreAt, closed_port_url, count, make_service, rows, wait_until
 
 
 def sink_config(tmp_path: Path, *sinks: tuple[str, str, str], extra: str = "", **opts: Any) -> str:
@@ -67,9 +67,14 @@ def group_of(n: int, start: float = AT, group: str = "tpot", **labels: str) -> l
 
 @pytest.mark.parametrize("processes", [1, 0], ids=["diagnosis-process", "diagnosis-in-threads"])
 def test_a_group_is_fetched_once_diagnosed_once_and_sent_once(
-    tmp_path: Path, prometheus_url: str, hook: RecordingSink, slack: RecordingSink, processes: int
+    store: StoreAt,
+    tmp_path: Path,
+    prometheus_url: str,
+    hook: RecordingSink,
+    slack: RecordingSink,
+    processes: int,
 ) -> None:
-    db = tmp_path / "t.db"
+    db = store
     config = sink_config(tmp_path, ("hook", "webhook", hook.url), ("chat", "slack", slack.url))
     service = make_service(
         db, prometheus_url, config=config, public_url="https://triage.example", diagnosis_processes=processes
@@ -132,9 +137,9 @@ def test_a_group_is_fetched_once_diagnosed_once_and_sent_once(
 
 
 def test_new_alerts_with_the_same_diagnosis_send_nothing_new(
-    tmp_path: Path, prometheus_url: str, hook: RecordingSink
+    store: StoreAt, tmp_path: Path, prometheus_url: str, hook: RecordingSink
 ) -> None:
-    db = tmp_path / "t.db"
+    db = store
     service = make_service(db, prometheus_url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
     first = group_of(2)
     later = alert("tpot-9", AT - 600, instance="10.42.0.4:8000", symptom="tpot_slow")
@@ -150,8 +155,10 @@ def test_new_alerts_with_the_same_diagnosis_send_nothing_new(
         assert (sent, len(signatures)) in ((1, 1), (2, 2))
 
 
-def test_11_prometheus_503_then_back(tmp_path: Path, prometheus_url: str, hook: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_11_prometheus_503_then_back(
+    store: StoreAt, tmp_path: Path, prometheus_url: str, hook: RecordingSink
+) -> None:
+    db = store
     with PromStandIn(Reply.unavailable()) as stand_in:
         service = make_service(db, stand_in.url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
         with TestClient(create_app(service)) as client:
@@ -173,8 +180,10 @@ def test_11_prometheus_503_then_back(tmp_path: Path, prometheus_url: str, hook: 
             assert count(db, "work", "state = 'done'") == 1
 
 
-def test_19_sink_down_then_back_delivers_once_with_one_key(tmp_path: Path, hook: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_19_sink_down_then_back_delivers_once_with_one_key(
+    store: StoreAt, tmp_path: Path, hook: RecordingSink
+) -> None:
+    db = store
     hook.fail_with(503)
     service = make_service(db, closed_port_url(), config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
     with TestClient(create_app(service)) as client:
@@ -201,8 +210,8 @@ def test_19_sink_down_then_back_delivers_once_with_one_key(tmp_path: Path, hook:
         assert deliveries[0]["state"] == "delivered" and deliveries[0]["attempts"] >= 4
 
 
-def test_dead_letter_after_max_tries_is_visible(tmp_path: Path, hook: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_dead_letter_after_max_tries_is_visible(store: StoreAt, tmp_path: Path, hook: RecordingSink) -> None:
+    db = store
     hook.fail_with(500)
     config = sink_config(tmp_path, ("hook", "webhook", hook.url), max_tries=3)
     service = make_service(db, closed_port_url(), config=config)
@@ -230,8 +239,10 @@ HOSTILE = {
 }
 
 
-def test_20_hostile_labels_are_data(tmp_path: Path, hook: RecordingSink, slack: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_20_hostile_labels_are_data(
+    store: StoreAt, tmp_path: Path, hook: RecordingSink, slack: RecordingSink
+) -> None:
+    db = store
     config = sink_config(tmp_path, ("hook", "webhook", hook.url), ("chat", "slack", slack.url))
     service = make_service(db, closed_port_url(), config=config)
     hostile = alert("evil", AT, alertname="Evil {{ 7*7 }} <!channel>", **HOSTILE)
@@ -252,7 +263,9 @@ def test_20_hostile_labels_are_data(tmp_path: Path, hook: RecordingSink, slack: 
         assert stored["long"] == "y" * 100_000  # the store keeps the data; only messages truncate
 
 
-def test_21_user_templates_run_sandboxed_with_fallback(tmp_path: Path, slack: RecordingSink) -> None:
+def test_21_user_templates_run_sandboxed_with_fallback(
+    store: StoreAt, tmp_path: Path, slack: RecordingSink
+) -> None:
     folder = tmp_path / "templates"
     folder.mkdir()
     (folder / "slack.txt.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}")
@@ -262,7 +275,7 @@ def test_21_user_templates_run_sandboxed_with_fallback(tmp_path: Path, slack: Re
     extra = "  - name: chat2\n    kind: slack\n    url: " + slack.url + "\n    template: missing.txt.j2\n"
     config = sink_config(tmp_path, ("chat", "slack", slack.url), extra="")
     Path(config).write_text(Path(config).read_text() + extra + f"templates: {folder}\n")
-    db = tmp_path / "t.db"
+    db = store
     service = make_service(db, closed_port_url(), config=config)
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
@@ -281,8 +294,10 @@ def test_21_no_code_path_compiles_alert_data_as_a_template() -> None:
         assert not re.search(r"\.from_string\(|jinja2\.Template\(|\bTemplate\(", code), path
 
 
-def test_1_truncated_alerts_are_recorded_and_shown(tmp_path: Path, slack: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_1_truncated_alerts_are_recorded_and_shown(
+    store: StoreAt, tmp_path: Path, slack: RecordingSink
+) -> None:
+    db = store
     service = make_service(db, closed_port_url(), config=sink_config(tmp_path, ("chat", "slack", slack.url)))
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(2), group="tpot", truncated=7))
@@ -293,9 +308,9 @@ def test_1_truncated_alerts_are_recorded_and_shown(tmp_path: Path, slack: Record
 
 
 def test_6_resolve_while_the_diagnosis_runs_sends_one_resolved_and_no_firing(
-    tmp_path: Path, prometheus_url: str, hook: RecordingSink
+    store: StoreAt, tmp_path: Path, prometheus_url: str, hook: RecordingSink
 ) -> None:
-    db = tmp_path / "t.db"
+    db = store
     with PromStandIn(Reply.stalled(2, Reply.names([]))) as slow:
         service = make_service(db, slow.url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
         alerts = group_of(2)
@@ -316,14 +331,14 @@ def test_6_resolve_while_the_diagnosis_runs_sends_one_resolved_and_no_firing(
 
 
 def test_2_a_stalled_prometheus_never_delays_the_ack_and_every_alert_is_stored_unavailable(
-    tmp_path: Path, hook: RecordingSink
+    store: StoreAt, tmp_path: Path, hook: RecordingSink
 ) -> None:
     """50 notifications while every Prometheus request hangs: all acked, all stored as timed out.
 
     After the first timeout, the other groups get the remembered failure at once
     instead of a timeout each; they are retried later.
     """
-    db = tmp_path / "t.db"
+    db = store
     with PromStandIn(Reply.stalled(120)) as stalled:
         config = sink_config(tmp_path, ("hook", "webhook", hook.url))
         service = make_service(db, stalled.url, config=config, prometheus_timeout="2s")
@@ -342,8 +357,10 @@ def test_2_a_stalled_prometheus_never_delays_the_ack_and_every_alert_is_stored_u
             assert hook.wait_for(50, timeout=30)  # every group still hears about it
 
 
-def test_18_html_from_an_auth_proxy_is_unavailable_not_a_crash(tmp_path: Path, hook: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_18_html_from_an_auth_proxy_is_unavailable_not_a_crash(
+    store: StoreAt, tmp_path: Path, hook: RecordingSink
+) -> None:
+    db = store
     with PromStandIn(Reply.html()) as proxy:
         service = make_service(db, proxy.url, config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
         with TestClient(create_app(service)) as client:
@@ -355,8 +372,8 @@ def test_18_html_from_an_auth_proxy_is_unavailable_not_a_crash(tmp_path: Path, h
             assert hook.received[0].json["diagnosis"]["signals"] == got["signals"]
 
 
-def test_19_a_200_with_an_error_body_is_retried(tmp_path: Path, hook: RecordingSink) -> None:
-    db = tmp_path / "t.db"
+def test_19_a_200_with_an_error_body_is_retried(store: StoreAt, tmp_path: Path, hook: RecordingSink) -> None:
+    db = store
     hook.reply_with(200, '{"ok": false, "error": "invalid_blocks"}')
     service = make_service(db, closed_port_url(), config=sink_config(tmp_path, ("hook", "webhook", hook.url)))
     with TestClient(create_app(service)) as client:

@@ -23,7 +23,7 @@ from triage.service.app import create_app
 from triage.service.runtime import Service
 
 from .payloads import alert, notification
-from .servicekit import PAYLOADS, closed_port_url, count, make_service, rows, wait_until
+from .servicekit import PAYLOADS, StoreAt, closed_port_url, count, make_service, rows, wait_until
 
 TOKEN = "s3cret-token-9f2"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -31,8 +31,8 @@ T0 = 1_795_000_000.0
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[TestClient, Service, Path]]:
-    db = tmp_path / "triage.db"
+def served(store: StoreAt) -> Iterator[tuple[TestClient, Service, StoreAt]]:
+    db = store
     service = make_service(db, closed_port_url(), token=TOKEN, max_body_bytes=64 * 1024, max_alerts=100)
     with TestClient(create_app(service)) as client:
         yield client, service, db
@@ -121,8 +121,13 @@ def test_9_token_never_reaches_logs_store_or_api(
     assert all(TOKEN not in t for t in texts)
     assert TOKEN not in caplog.text
     assert TOKEN not in repr(service.secrets) and TOKEN not in repr(service.config)
-    for path in db.parent.glob("triage.db*"):
-        assert TOKEN.encode() not in path.read_bytes()
+    if isinstance(db, Path):
+        files = list(db.parent.glob(f"{db.name}*"))
+        assert files and all(TOKEN.encode() not in path.read_bytes() for path in files)
+    else:
+        tables = ("groups", "work", "annotations", "outbox", "meta")
+        stored = [tuple(r) for table in tables for r in rows(db, f"SELECT * FROM {table}")]
+        assert stored and TOKEN not in repr(stored)
 
 
 def test_basic_auth_from_config(tmp_path: Path) -> None:

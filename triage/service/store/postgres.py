@@ -71,13 +71,13 @@ class Row:
         return f"Row({dict(zip(self._index, self._values, strict=True))!r})"
 
 
-def _row_factory(cursor: Any) -> Any:
+def row_factory(cursor: Any) -> Any:
     index = {c.name: i for i, c in enumerate(cursor.description or ())}
     return lambda values: Row(values, index)
 
 
 @functools.lru_cache(maxsize=512)
-def _placeholders(sql: str) -> str:
+def placeholders(sql: str) -> str:
     """The store's `?` parameters as psycopg's `%s` (the SQL holds no `?` or `%` of its own)."""
     return sql.replace("%", "%%").replace("?", "%s")
 
@@ -91,7 +91,7 @@ class _Tx:
         self._conn = conn
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        return self._conn.execute(_placeholders(sql), tuple(args))
+        return self._conn.execute(placeholders(sql), tuple(args))
 
 
 class _Watchdog:
@@ -189,7 +189,7 @@ class PostgresBackend(Backend):
         self._url = url
         self._params: dict[str, Any] = {
             "autocommit": True,
-            "row_factory": _row_factory,
+            "row_factory": row_factory,
             "connect_timeout": max(2, round(timeout)),
             "application_name": params.get("application_name", "llm-triage"),
             "options": f"{params.get('options', '')} {server}".strip(),
