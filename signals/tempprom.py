@@ -177,7 +177,9 @@ class TemporaryServer:
     """A server process of the tests' and replays' own, for one `with` block: its URL, its
     private directory, and a stop that takes the whole process group down and removes the
     directory, whatever happened. Subclasses start it (`start`) and set `_process`, `_url`
-    and `_dir`."""
+    and `_dir`. A server that is not spoken to over HTTP (PostgreSQL) overrides `_url_for`;
+    one that must not run as root passes `run_as` to `_serve`; one whose clean stop is not
+    SIGTERM to every process (a postmaster) passes its signal to `_terminate`."""
 
     def __init__(self, *, startup_timeout: float = 30.0, stop_timeout: float = 10.0) -> None:
         self._startup_timeout = startup_timeout
@@ -185,10 +187,11 @@ class TemporaryServer:
         self._dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._url: str | None = None
+        self._port: int | None = None
 
     @property
     def url(self) -> str:
-        """`http://127.0.0.1:PORT`, without a trailing slash; only while running."""
+        """`http://127.0.0.1:PORT` (or `_url_for`'s), without a trailing slash; only while running."""
         if self._url is None:
             raise RuntimeError(f"{type(self).__name__} is not running")
         return self._url
@@ -207,20 +210,33 @@ class TemporaryServer:
     def start(self) -> None:
         raise NotImplementedError
 
+    def _url_for(self, port: int) -> str:
+        """The URL clients use for the server on `port`, and `ready` is given."""
+        return f"http://127.0.0.1:{port}"
+
     def _serve(
         self,
         args_for: Callable[[int], Sequence[str]],
         log: Path,
         ready: Callable[[str], bool],
         failure: type[SignalError],
+        *,
+        port: int | None = None,
+        run_as: str | None = None,
     ) -> None:
         """Run `args_for(port)` on a free loopback port, in a session of its own, its output in
         `log`, until `ready(url)`. A port another process took meanwhile is tried again on a
         new one (three tries); `failure` with the log's tail when it exits or is not ready
-        within `startup_timeout`."""
+        within `startup_timeout`. A given `port` (a restart where clients expect the server)
+        is tried once. `run_as` names the user (and group of that name) to run it as."""
+        if port is not None:
+            self._spawn(args_for(port), port, log, ready, failure, last_attempt=True, run_as=run_as)
+            return
         for attempt in range(3):
             port = free_loopback_port()
-            if self._spawn(args_for(port), port, log, ready, failure, last_attempt=attempt == 2):
+            if self._spawn(
+                args_for(port), port, log, ready, failure, last_attempt=attempt == 2, run_as=run_as
+            ):
                 return
 
     def _spawn(
@@ -232,6 +248,7 @@ class TemporaryServer:
         failure: type[SignalError],
         *,
         last_attempt: bool,
+        run_as: str | None = None,
     ) -> bool:
         """One start; False when the port was taken meanwhile and another try makes sense."""
         name = Path(args[0]).name
@@ -243,19 +260,23 @@ class TemporaryServer:
                 stdin=subprocess.DEVNULL,
                 cwd=self._dir,
                 start_new_session=True,
+                user=run_as,
+                group=run_as,
+                # Without this a server started by root keeps root's supplementary groups.
+                extra_groups=None if run_as is None else [],
             )
-        url = f"http://127.0.0.1:{port}"
+        url = self._url_for(port)
         deadline = time.monotonic() + self._startup_timeout
         while time.monotonic() < deadline:
             code = self._process.poll()
             if code is not None:
                 tail = _tail(log)
                 self._process = None
-                if "address already in use" in tail and not last_attempt:
+                if "address already in use" in tail.lower() and not last_attempt:
                     return False
                 raise failure(f"{name} exited at start (exit {code}):\n{tail}")
             if ready(url):
-                self._url = url
+                self._url, self._port = url, port
                 _LOG.debug("temporary %s ready at %s (data in %s)", name, url, self._dir)
                 return True
             time.sleep(0.05)
@@ -280,12 +301,16 @@ class TemporaryServer:
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _terminate(self) -> None:
-        """SIGTERM to the process group, SIGKILL after `stop_timeout`; the directory stays."""
+    def _terminate(self, sig: signal.Signals = signal.SIGTERM, *, whole_group: bool = True) -> None:
+        """`sig` to the process group (or to the leader alone, which then stops its own
+        children), SIGKILL to the group after `stop_timeout`; the directory stays."""
         process, self._process, self._url = self._process, None, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+                if whole_group:
+                    os.killpg(process.pid, sig)
+                else:
+                    process.send_signal(sig)
             try:
                 process.wait(timeout=self._stop_timeout)
             except subprocess.TimeoutExpired:

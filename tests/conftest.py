@@ -1,9 +1,10 @@
-"""Shared helpers: the bundled knowledge, and synthetic frames for unit tests of the core."""
+"""Shared helpers: the bundled knowledge, synthetic frames for the core's unit tests, a real PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from signals.frame import Series, SignalFrame, labels_of
 from signals.selector import parse_selector
 from triage.core.graph import TriageGraph, build_graph
 from triage.sources import load_playbooks
+
+if TYPE_CHECKING:
+    from pgserver import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 START = 1_760_000_000.0
@@ -42,3 +46,36 @@ def stepped(
     if noise:
         values = values * (1 + np.random.default_rng(seed).normal(0, noise, steps))
     return values
+
+
+# ------------------------------------------------------------------ a real PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryPostgres]:
+    """One real PostgreSQL for the session (`tests/pgserver.py`), removed at its end.
+
+    Without the server binaries the tests that use it are skipped loudly, and fail under
+    CI=true, like the real-Prometheus and real-Alertmanager tests. Imported here rather
+    than at the top so a run without these tests does not load psycopg.
+    """
+    from pgserver import TemporaryPostgres, require_postgres
+
+    with TemporaryPostgres(bindir=require_postgres()) as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: TemporaryPostgres) -> Iterator[str]:
+    """The URL of a fresh database of the session's server, dropped after the test.
+
+    A test that stopped the server (a restart fault left half-way) gets it started again
+    on the same port, so the tests after it still find it.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    url = postgres_server.create_database()
+    yield url
+    if not postgres_server.running:
+        postgres_server.start()
+    postgres_server.drop_database(unquote(urlsplit(url).path.lstrip("/")))
