@@ -15,7 +15,7 @@ from triage.core.graph import TriageGraph, build_graph
 from triage.sources import load_playbooks
 
 if TYPE_CHECKING:
-    from pgserver import TemporaryPostgres
+    from tools.pgserver import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 START = 1_760_000_000.0
@@ -53,13 +53,13 @@ def stepped(
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[TemporaryPostgres]:
-    """One real PostgreSQL for the session (`tests/pgserver.py`), removed at its end.
+    """One real PostgreSQL for the session (`tools/pgserver.py`), removed at its end.
 
     Without the server binaries the tests that use it are skipped loudly, and fail under
     CI=true, like the real-Prometheus and real-Alertmanager tests. Imported here rather
     than at the top so a run without these tests does not load psycopg.
     """
-    from pgserver import TemporaryPostgres, require_postgres
+    from tools.pgserver import TemporaryPostgres, require_postgres
 
     with TemporaryPostgres(bindir=require_postgres()) as server:
         yield server

@@ -13,16 +13,17 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pgserver
 import psycopg
 import pytest
-from pgserver import (
+from stallproxy import StallProxy, url_via
+
+import tools.pgserver as pgserver
+from tools.pgserver import (
     PostgresUnavailable,
     TemporaryPostgres,
     find_postgres_bindir,
     require_postgres,
 )
-from stallproxy import StallProxy, url_via
 
 STALL_PROBE = 1.0
 """How long a stalled query must stay unanswered; a loopback query takes milliseconds."""

@@ -70,6 +70,12 @@ def add_serve_parser(sub: Any) -> None:
         "full: also fsyncs every commit",
     )
     s.add_argument(
+        "--store-timeout",
+        metavar="DURATION",
+        help="PostgreSQL: the longest a store transaction may take before it fails; the intake then "
+        "answers 503 with Retry-After (default 5s)",
+    )
+    s.add_argument(
         "--store-lease",
         metavar="DURATION",
         help="how long a replica's claim on work or on a message holds unrenewed; after a replica dies, "
@@ -160,6 +166,7 @@ FLAGS = (
     "store",
     "store_sync",
     "store_lease",
+    "store_timeout",
     "playbooks",
     "templates",
     "public_url",

@@ -246,6 +246,7 @@ _FLAG_PATHS: dict[str, tuple[str, ...]] = {
     "store": ("store",),
     "store_sync": ("store_sync",),
     "store_lease": ("store_lease",),
+    "store_timeout": ("store_timeout",),
     "playbooks": ("playbooks",),
     "templates": ("templates",),
     "workers": ("workers",),

@@ -55,8 +55,8 @@ class Row:
         self._values = values
         self._index = index
 
-    def __getitem__(self, key: int | str) -> Any:
-        return self._values[key if isinstance(key, int) else self._index[key]]
+    def __getitem__(self, key: int | slice | str) -> Any:
+        return self._values[key if isinstance(key, int | slice) else self._index[key]]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._values)
