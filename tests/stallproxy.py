@@ -13,6 +13,10 @@ loopback port and can:
 - `cut()`: reset every current connection (RST to both ends), as a dropped NAT entry or a
   restarted load balancer does.
 
+Given several servers (`balancer`), it spreads connections over them in turn and passes
+over one that refuses, as a Kubernetes Service spreads them over the ready replicas: the
+HA tests put one in front of the `triage serve` replicas.
+
 One thread runs a `selectors` loop over every socket; the public methods hand it a
 command and wait until it has been applied, so when `stall()` returns no further byte
 passes. `close()` resets what is open, stops the thread and joins it.
@@ -27,7 +31,7 @@ import selectors
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit, urlunsplit
@@ -74,8 +78,11 @@ class StallProxy:
     down server would do).
     """
 
-    def __init__(self, host: str, port: int, *, connect_timeout: float = 5.0) -> None:
-        self._target = (host, port)
+    def __init__(
+        self, host: str, port: int, *, connect_timeout: float = 5.0, more: Sequence[tuple[str, int]] = ()
+    ) -> None:
+        self._targets = [(host, port), *more]
+        self._turn = 0
         self._connect_timeout = connect_timeout
         self._selector = selectors.DefaultSelector()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -197,10 +204,8 @@ class StallProxy:
             client, _ = self._listener.accept()
         except BlockingIOError:
             return
-        try:
-            upstream = socket.create_connection(self._target, timeout=self._connect_timeout)
-        except OSError as exc:
-            _LOG.debug("stall proxy: upstream %s:%d unreachable: %s", *self._target, exc)
+        upstream = self._connect_upstream()
+        if upstream is None:
             client.close()
             return
         client.setblocking(False)
@@ -208,6 +213,17 @@ class StallProxy:
         for sock in (client, upstream):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._pairs.append(_Pair(client, upstream))
+
+    def _connect_upstream(self) -> socket.socket | None:
+        """A connection to the next server in turn, passing over those that refuse; None if all do."""
+        for _ in range(len(self._targets)):
+            target = self._targets[self._turn % len(self._targets)]
+            self._turn += 1
+            try:
+                return socket.create_connection(target, timeout=self._connect_timeout)
+            except OSError as exc:
+                _LOG.debug("stall proxy: upstream %s:%d unreachable: %s", *target, exc)
+        return None
 
     def _service(self, pair: _Pair, sock: socket.socket, events: int) -> None:
         """Move bytes for one ready socket; a reset or error on either end resets the pair.
@@ -276,6 +292,12 @@ class StallProxy:
                 else:
                     self._selector.modify(sock, wanted, pair)
                     self._interest[sock] = wanted
+
+
+def balancer(addresses: Sequence[tuple[str, int]]) -> StallProxy:
+    """One address in front of several servers, a connection to each in turn."""
+    (host, port), *more = addresses
+    return StallProxy(host, port, more=more)
 
 
 def url_via(url: str, proxy: StallProxy) -> str:

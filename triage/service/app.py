@@ -307,27 +307,35 @@ def create_app(service: Service, *, manage: bool = True) -> FastAPI:
                 "last_seen": format_instant(beat) if beat is not None else None,
                 "age_seconds": round(time.time() - beat, 3) if beat is not None else None,
                 "max_age_seconds": config.heartbeat_max_age,
-                "stale": service.heartbeat_stale(),
+                "stale": service.heartbeat_stale() if writable else None,
             },
         }
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus text exposition")
     def metrics() -> Response:
-        gauges = service.store.gauges()
-        beat = service.store.heartbeat_last_seen()
-        values = {
-            "triage_backlog": gauges["work_pending"],
-            "triage_annotations_pending": gauges["annotations_pending"],
-            "triage_annotations_unavailable": gauges["annotations_unavailable"],
-            "triage_annotations": gauges["annotations_total"],
-            "triage_alert_groups": gauges["groups_total"],
-            "triage_outbox_pending": gauges["outbox_pending"],
-            "triage_dead_letters": gauges["outbox_dead"],
-            "triage_heartbeat_last_seen_timestamp_seconds": beat or 0.0,
-            "triage_heartbeat_stale": 1.0 if service.heartbeat_stale() else 0.0,
-            "triage_ready": 1.0 if service.graph.knowledge.causes else 0.0,
-        }
+        # The counters are the process's own: a scrape while the store is down still gets
+        # them, with `triage_store_up 0` and without the gauges read from the store.
+        values = {"triage_ready": 1.0 if service.graph.knowledge.causes else 0.0, "triage_store_up": 0.0}
+        try:
+            gauges = service.store.gauges()
+            beat = service.store.heartbeat_last_seen()
+            stale = service.heartbeat_stale()
+        except service.store.backend.unavailable:
+            gauges = None
+        if gauges is not None:
+            values |= {
+                "triage_store_up": 1.0,
+                "triage_backlog": gauges["work_pending"],
+                "triage_annotations_pending": gauges["annotations_pending"],
+                "triage_annotations_unavailable": gauges["annotations_unavailable"],
+                "triage_annotations": gauges["annotations_total"],
+                "triage_alert_groups": gauges["groups_total"],
+                "triage_outbox_pending": gauges["outbox_pending"],
+                "triage_dead_letters": gauges["outbox_dead"],
+                "triage_heartbeat_last_seen_timestamp_seconds": beat or 0.0,
+                "triage_heartbeat_stale": 1.0 if stale else 0.0,
+            }
         return PlainTextResponse(
             service.metrics.render(values), media_type="text/plain; version=0.0.4; charset=utf-8"
         )

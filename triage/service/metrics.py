@@ -63,7 +63,8 @@ _HELP: dict[str, tuple[str, str]] = {
         "gauge",
         "1 when the heartbeat is older than heartbeat_max_age: the alerting pipeline is broken.",
     ),
-    "triage_ready": ("gauge", "1 when the store is writable and the playbooks are loaded."),
+    "triage_ready": ("gauge", "1 when the playbooks are loaded (/readyz also checks the store)."),
+    "triage_store_up": ("gauge", "1 when the store answered this scrape; 0 while it cannot be reached."),
 }
 
 

@@ -443,6 +443,25 @@ class WorkerPool:
                 with self._in_hand_lock:
                     self._in_hand.pop(item.id, None)
 
+    def _unstored(self, item: WorkItem, exc: Exception) -> None:
+        """A result the store would not take: the item is put back, or its lease runs out.
+
+        A store that is down is an operational state, logged in one line; anything else
+        is a defect, logged with its traceback.
+        """
+        down = isinstance(exc, self.store.backend.unavailable)
+        if down:
+            _LOG.warning("cannot store the result of work %s (%s); it will run again", item.id, exc)
+        else:
+            _LOG.error("cannot store the result of work %s; it will run again", item.id, exc_info=exc)
+        try:
+            self.store.release(item)
+        except self.store.backend.unavailable as again:
+            _LOG.warning("cannot release work %s (%s); its lease will run out", item.id, type(again).__name__)
+        except Exception:
+            _LOG.exception("cannot release work %s", item.id)
+        self._stop.wait(1.0)
+
     def _process(self, item: WorkItem) -> None:
         started = time.monotonic()
         result = self.runner.run(item)
@@ -455,13 +474,8 @@ class WorkerPool:
             retry_at = time.time() + min(delay, MAX_RETRY_DELAY)
         try:
             annotated = self.store.complete(item, result, retry_at)
-        except Exception:
-            _LOG.exception("cannot store the result of work %s; it will run again", item.id)
-            try:
-                self.store.release(item)
-            except Exception:
-                _LOG.exception("cannot release work %s", item.id)
-            self._stop.wait(1.0)
+        except Exception as exc:
+            self._unstored(item, exc)
             return
         self.metrics.inc("triage_annotated_total", annotated)
         self.on_change()
