@@ -168,16 +168,32 @@ def assert_served_once(service: HaService, sink: RecordingSink) -> None:
     assert views and all(view == views[0] for view in views) and len(views[0]) == alerts
 
 
+def all_ready(service: HaService, status: int) -> None:
+    """Wait until every replica still up answers `/readyz` with `status` (503: the store is unreachable)."""
+    for replica in service.up():
+        wait_until(lambda r=replica: http("GET", f"{r.url}/readyz", timeout=10)[0] == status, timeout=30)
+
+
 def storm_with_fault(
-    service: HaService, sink: RecordingSink, fault: Callable[[], None], heal: Callable[[], None]
+    service: HaService,
+    sink: RecordingSink,
+    fault: Callable[[], None],
+    heal: Callable[[], None],
+    refusals: bool = True,
 ) -> None:
-    """Half the storm, the fault while the other half arrives, then the cure; deliveries refused meanwhile."""
+    """Half the storm, the fault while the other half arrives, then the cure; deliveries refused meanwhile.
+
+    With `refusals`, the cure waits until a replica has answered 503 to the second half:
+    Alertmanager met the fault and must retry.
+    """
     groups = storm()
     sink.fail_with(503)
     service.push(groups[: GROUPS // 2])
     wait_until(lambda: service.accepted() >= 2, timeout=60)
     fault()
     service.push(groups[GROUPS // 2 :])
+    if refusals:
+        wait_until(lambda: refused(service) > 0, timeout=30)
     heal()
     sink.recover()
 
@@ -202,7 +218,7 @@ def test_sigkill_of_one_replica_mid_storm_loses_nothing_and_duplicates_nothing(
         # The survivor takes the dead replica's claimed work once its leases run out.
         wait_until(lambda: count(served_ha.db, "work", "state = 'running'") == 0, timeout=60)
 
-    storm_with_fault(served_ha, sink, kill, wait_for_the_other)
+    storm_with_fault(served_ha, sink, kill, wait_for_the_other, refusals=False)
     assert_served_once(served_ha, sink)
 
 
@@ -211,15 +227,11 @@ def test_a_postgresql_restart_mid_storm_loses_nothing_and_duplicates_nothing(
 ) -> None:
     def restart() -> None:
         postgres_server.stop("immediate")
-        # The replicas cannot commit: each intake is 503, /readyz false, and Alertmanager retries.
-        survivor = served_ha.replicas[1]
-        wait_until(lambda: http("GET", f"{survivor.url}/readyz")[0] == 503, timeout=20)
+        all_ready(served_ha, 503)
 
     def start() -> None:
-        wait_until(lambda: refused(served_ha) > 0, timeout=30)  # the storm's second half met the outage
         postgres_server.start()
-        for replica in served_ha.replicas:
-            wait_until(lambda r=replica: http("GET", f"{r.url}/readyz")[0] == 200, timeout=30)
+        all_ready(served_ha, 200)
 
     storm_with_fault(served_ha, sink, restart, start)
     assert_served_once(served_ha, sink)
@@ -238,14 +250,11 @@ def test_a_network_stall_to_postgresql_mid_storm_loses_nothing_and_duplicates_no
 
         def stall() -> None:
             proxy.stall()
-            for replica in service.replicas:
-                wait_until(lambda r=replica: http("GET", f"{r.url}/readyz", timeout=10)[0] == 503, timeout=20)
+            all_ready(service, 503)
 
         def resume() -> None:
-            wait_until(lambda: refused(service) > 0, timeout=30)  # the storm's second half met the stall
             proxy.resume()
-            for replica in service.replicas:
-                wait_until(lambda r=replica: http("GET", f"{r.url}/readyz")[0] == 200, timeout=30)
+            all_ready(service, 200)
 
         storm_with_fault(service, sink, stall, resume)
         assert_served_once(service, sink)

@@ -37,7 +37,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from triage.service.store.backend import Backend, StoreOpenError
-from triage.service.store.schema import MIGRATIONS_TABLE, POSTGRESQL, SchemaTooNew, pending
+from triage.service.store.schema import POSTGRESQL, SchemaTooNew, apply_pending
 
 MIGRATION_LOCK = 0x7472696167650001
 """The advisory lock held while a replica upgrades the schema ('triage' and 1)."""
@@ -259,12 +259,7 @@ class PostgresBackend(Backend):
     def _migrate(self) -> None:
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            conn.execute(MIGRATIONS_TABLE)
-            applied = [int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")]
-            for migration in pending(applied, POSTGRESQL):
-                for statement in migration.statements():
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, %s)", migration.row())
+            apply_pending(_Tx(conn), POSTGRESQL)
 
     def close(self) -> None:
         self._watchdog.close()

@@ -28,6 +28,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,20 @@ def pending(applied: Sequence[int], migrations: Sequence[Migration]) -> list[Mig
         )
     done = set(applied)
     return [m for m in migrations if m.version not in done]
+
+
+def apply_pending(db: Any, migrations: Sequence[Migration]) -> None:
+    """Apply the migrations `db` lacks and record them, inside the caller's transaction.
+
+    `db` runs the store's SQL (`?` parameters): a SQLite connection, or the PostgreSQL
+    backend's transaction.
+    """
+    db.execute(MIGRATIONS_TABLE)
+    applied = [int(r[0]) for r in db.execute("SELECT version FROM schema_migrations").fetchall()]
+    for migration in pending(applied, migrations):
+        for statement in migration.statements():
+            db.execute(statement)
+        db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", migration.row())
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:

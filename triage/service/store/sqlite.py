@@ -16,10 +16,9 @@ from contextlib import contextmanager
 
 from triage.service.store.backend import Backend, StoreOpenError
 from triage.service.store.schema import (
-    MIGRATIONS_TABLE,
     SQLITE,
     SchemaTooNew,
-    pending,
+    apply_pending,
     upgrade_unversioned_sqlite,
 )
 
@@ -62,12 +61,7 @@ class SqliteBackend(Backend):
         upgrade_unversioned_sqlite(db)
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(MIGRATIONS_TABLE)
-            applied = [int(r[0]) for r in db.execute("SELECT version FROM schema_migrations")]
-            for migration in pending(applied, SQLITE):
-                for statement in migration.statements():
-                    db.execute(statement)
-                db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", migration.row())
+            apply_pending(db, SQLITE)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
