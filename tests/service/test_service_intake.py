@@ -380,3 +380,15 @@ def test_a_group_firing_again_after_it_resolved_is_a_new_episode(
 def test_an_unopenable_store_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(InputErrors, match=r"store: cannot open .*missing/t\.db"):
         make_service(tmp_path / "missing" / "t.db", closed_port_url())
+
+
+def test_an_episode_twice_in_one_notification_is_stored_once(
+    served: tuple[TestClient, Service, StoreAt],
+) -> None:
+    client, _, db = served
+    twice = alert("twice", T0, instance="a")
+    answer = post(client, notification([twice, alert("once", T0, instance="b"), dict(twice)]))
+    assert answer.status_code == 200
+    assert (answer.json()["new"], answer.json()["duplicates"]) == (2, 1)
+    seen = {r["fingerprint"]: r["seen"] for r in rows(db, "SELECT fingerprint, seen FROM annotations")}
+    assert seen == {"twice": 2, "once": 1}

@@ -36,6 +36,8 @@ class Tx(Protocol):
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor: ...
 
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Any: ...
+
 
 class Backend:
     """A database the store runs on; subclasses are `SqliteBackend` and `PostgresBackend`."""

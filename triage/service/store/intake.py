@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from triage.service.payload import Notification
 from triage.service.store.backend import Tx
 from triage.service.store.outbox import Messages
 from triage.service.store.records import IntakeResult
+
+Episode = tuple[str, float]
+"""An alert firing episode: (fingerprint, startsAt)."""
 
 
 def bucket(starts_at: float, step: float) -> float:
@@ -98,23 +102,29 @@ class Intake(Messages):
                 "WHERE group_key = ?",
                 (note.truncated, now, note.group_key),
             )
+        known = self._known_episodes(db, [(a.fingerprint, a.starts_at) for a in alerts])
+        touched: list[int] = []  # duplicates: only `last_seen` and `seen` change
+        rows: list[tuple[Any, ...]] = []  # new annotations, inserted together
+        inserted: set[Episode] = set()
+        works: dict[tuple[str, str, float, int], tuple[int, Any]] = {}
         for alert in alerts:
-            row = db.execute(
-                "SELECT id, status FROM annotations WHERE fingerprint = ? AND starts_at = ?",
-                (alert.fingerprint, alert.starts_at),
-            ).fetchone()
+            episode_key = (alert.fingerprint, alert.starts_at)
+            if episode_key in inserted and episode_key not in known:
+                # The same episode twice in one notification: the first is stored now.
+                self._insert_annotations(db, rows)
+                rows = []
+                known.update(self._known_episodes(db, [episode_key]))
+            row = known.get(episode_key)
             if row is not None:
                 dup += 1
-                db.execute(
-                    "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? WHERE id = ?",
-                    (now, note.truncated, row["id"]),
-                )
-                if alert.status == "resolved" and row["status"] == "firing":
+                touched.append(row[0])
+                if alert.status == "resolved" and row[1] == "firing":
                     resolved += 1
                     db.execute(
                         "UPDATE annotations SET status = 'resolved', ends_at = ? WHERE id = ?",
-                        (alert.ends_at if alert.ends_at is not None else now, row["id"]),
+                        (alert.ends_at if alert.ends_at is not None else now, row[0]),
                     )
+                    known[episode_key] = (row[0], "resolved")
                     to_close.add(note.group_key)
                 continue
             new += 1
@@ -129,31 +139,34 @@ class Intake(Messages):
                 )
                 episode += 1
                 group = {"closed": 0, "episode": episode}
-            work = db.execute(
-                "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? AND fleet = ? "
-                "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
-                (note.group_key, episode, symptom, fleet, at - window, at + window, at),
-            ).fetchone()
-            if work is None:
-                new_work += 1
-                work_id = db.execute(
-                    "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
-                    "created_at, episode, fleet) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id",
-                    (note.group_key, at, symptom, source, now, now, episode, fleet),
-                ).fetchone()[0]
-                done = None
-            else:
-                work_id = work["id"]
-                done = db.execute(
-                    "SELECT state, symptom, cause, signals, annotated_at "
-                    "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
-                    (work_id,),
+            work_key = (symptom, fleet, at, episode)
+            if work_key not in works:
+                work = db.execute(
+                    "SELECT id FROM work WHERE group_key = ? AND episode = ? AND symptom = ? AND fleet = ? "
+                    "AND at > ? AND at < ? ORDER BY abs(at - ?), id LIMIT 1",
+                    (note.group_key, episode, symptom, fleet, at - window, at + window, at),
                 ).fetchone()
-            db.execute(
-                "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
-                "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "
-                "state, symptom, cause, signals, annotated_at, episode) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                if work is None:
+                    new_work += 1
+                    works.clear()  # a new moment may be nearer than what an earlier alert found
+                    work_id = db.execute(
+                        "INSERT INTO work (group_key, at, symptom, symptom_source, state, next_at, "
+                        "created_at, episode, fleet) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id",
+                        (note.group_key, at, symptom, source, now, now, episode, fleet),
+                    ).fetchone()[0]
+                    works[work_key] = (work_id, None)
+                else:
+                    works[work_key] = (
+                        work["id"],
+                        db.execute(
+                            "SELECT state, symptom, cause, signals, annotated_at "
+                            "FROM annotations WHERE work_id = ? AND state != 'pending' LIMIT 1",
+                            (work["id"],),
+                        ).fetchone(),
+                    )
+            work_id, done = works[work_key]
+            inserted.add(episode_key)
+            rows.append(
                 (
                     alert.fingerprint,
                     alert.starts_at,
@@ -174,13 +187,58 @@ class Intake(Messages):
                     done["signals"] if done else None,
                     now if done else None,
                     episode,
-                ),
+                )
             )
             if done is not None and done["state"] == "annotated":
                 annotated += 1
             if alert.status == "resolved":
                 resolved += 1
                 to_close.add(note.group_key)
+        self._insert_annotations(db, rows)
+        for chunk in _chunks(touched):
+            db.execute(
+                "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                (now, note.truncated, *chunk),
+            )
         for key in to_close:
             self._maybe_close(db, key, None, now)
         return IntakeResult(len(note.alerts), new, dup, resolved, beats, new_work, annotated)
+
+    @staticmethod
+    def _known_episodes(
+        db: Tx, keys: Sequence[tuple[str, float]]
+    ) -> dict[tuple[str, float], tuple[int, str]]:
+        """The stored annotations of these (fingerprint, startsAt) episodes: id and status, a query per chunk."""
+        wanted = set(keys)
+        out: dict[tuple[str, float], tuple[int, str]] = {}
+        for chunk in _chunks(sorted({fingerprint for fingerprint, _ in wanted})):
+            for row in db.execute(
+                "SELECT id, fingerprint, starts_at, status FROM annotations "
+                f"WHERE fingerprint IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall():
+                key = (row["fingerprint"], row["starts_at"])
+                if key in wanted:
+                    out[key] = (row["id"], row["status"])
+        return out
+
+    @staticmethod
+    def _insert_annotations(db: Tx, rows: Sequence[tuple[Any, ...]]) -> None:
+        """New annotations, in one batch (one round trip to PostgreSQL, in its pipeline)."""
+        if rows:
+            db.executemany(
+                "INSERT INTO annotations (fingerprint, starts_at, group_key, alertname, labels, "
+                "annotations, generator_url, status, ends_at, first_seen, last_seen, work_id, truncated, "
+                "state, symptom, cause, signals, annotated_at, episode) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+
+CHUNK = 500
+"""Values in one `IN (...)` list: well inside SQLite's and PostgreSQL's limits on parameters."""
+
+
+def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
+    return [values[i : i + CHUNK] for i in range(0, len(values), CHUNK)]

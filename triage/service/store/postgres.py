@@ -93,6 +93,11 @@ class _Tx:
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         return self._conn.execute(placeholders(sql), tuple(args))
 
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """All rows in one pipeline: one round trip, not one per row."""
+        with self._conn.cursor() as cursor:
+            cursor.executemany(placeholders(sql), rows)
+
 
 class _Watchdog:
     """Shuts the socket of a connection whose guarded block outlives its deadline.
