@@ -32,13 +32,16 @@ psycopg; the tables are the same on both databases):
                           ERROR, Traceback or 503, and the intake's non-2xx answers
 
 Each replica's serve.log is copied to bench/out/storm-ha-<setup>-<n>.log for reading
-after the run.
+after the run, and every request's latency, replica and alert count to
+bench/out/storm-ha-<setup>-requests.json. With --pg-stats, the costliest statements of
+the PostgreSQL run (pg_stat_statements) are printed after the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -93,6 +96,9 @@ class Setup:
     log_samples: list[str] = field(default_factory=list)
     transactions: str = "—"
     per_alert: tuple[float, float] = (0.0, 0.0)
+    cpu: list[tuple[float, float]] = field(default_factory=list)
+    database_cpu: float | None = None
+    client_cpu: float = 0.0
     statements: list[tuple[Any, ...]] = field(default_factory=list)
 
 
@@ -129,8 +135,19 @@ def compare(
     with TemporaryPostgres(bindir=bindir, settings=postgres_settings(args)) as pg:
         try:
             url = pg.create_database("storm")
+            postmaster = int((pg.directory / "data" / "postmaster.pid").read_text().split()[0])
             setups.append(
-                run_setup("postgresql", args.pg_replicas, url, prometheus_url, storm, wanted, args, options)
+                run_setup(
+                    "postgresql",
+                    args.pg_replicas,
+                    url,
+                    prometheus_url,
+                    storm,
+                    wanted,
+                    args,
+                    options,
+                    postmaster,
+                )
             )
         finally:
             log = pg.directory / "postgres.log"
@@ -156,6 +173,7 @@ def run_setup(
     wanted: set[tuple[str, str]],
     args: argparse.Namespace,
     extra: Sequence[str],
+    postmaster: int | None = None,
 ) -> Setup:
     """Start `replicas` services on `store` (None: a SQLite file), post the storm, measure."""
     with ExitStack() as stack:
@@ -182,6 +200,9 @@ def run_setup(
         def one(sql: str) -> Any:
             return conn.execute(sql).fetchone()[0]
 
+        cpu0 = [(cpu_seconds(p.pid), sum(map(cpu_seconds, descendants(p.pid)))) for p, _, _ in services]
+        db_cpu0 = postgres_cpu(postmaster) if postmaster else 0.0
+        client0 = time.process_time()
         t0 = time.monotonic()
         result = post_storm(
             [f"{url}/api/alertmanager" for _, url, _ in services],
@@ -207,6 +228,16 @@ def run_setup(
                 setup.drained = time.monotonic() - t0
                 break
             time.sleep(0.2)
+        setup.client_cpu = time.process_time() - client0
+        if postmaster:
+            setup.database_cpu = postgres_cpu(postmaster) - db_cpu0
+        for (process, _, _), (main0, children0) in zip(services, cpu0, strict=True):
+            setup.cpu.append(
+                (
+                    cpu_seconds(process.pid) - main0,
+                    sum(map(cpu_seconds, descendants(process.pid))) - children0,
+                )
+            )
         for process, _, _ in services:
             children = [peak_rss_mb(c) for c in descendants(process.pid)]
             main = peak_rss_mb(process.pid)
@@ -268,6 +299,15 @@ def run_setup(
             except subprocess.TimeoutExpired:
                 setup.exit_codes.append(None)
         OUT.mkdir(exist_ok=True)
+        (OUT / f"storm-ha-{kind}-requests.json").write_text(
+            json.dumps(
+                [
+                    {"i": o.index, "replica": o.target, "ms": round(o.seconds * 1000, 2), "status": o.status,
+                     "alerts": len(storm[o.index]["alerts"])}
+                    for o in result.outcomes
+                ]
+            )
+        )  # fmt: skip
         for n, (_, _, work) in enumerate(services):
             log = work / "serve.log"
             shutil.copyfile(log, OUT / f"storm-ha-{kind}-{n}.log")
@@ -277,6 +317,24 @@ def run_setup(
             setup.log_problems.append(len(problems))
             setup.log_samples += [f"replica {n}: {line[:300]}" for line in dict.fromkeys(problems)][:5]
     return setup
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """User + system CPU seconds of a process (and of its waited-for children if `reaped`)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / TICK
+
+
+def postgres_cpu(postmaster: int) -> float:
+    """CPU seconds of a PostgreSQL server so far: the postmaster, its exited backends, the live ones."""
+    return cpu_seconds(postmaster, reaped=True) + sum(cpu_seconds(c) for c in descendants(postmaster))
 
 
 def fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
@@ -365,6 +423,12 @@ def print_table(setups: Sequence[Setup], args: argparse.Namespace) -> bool:
     row("annotation states", "—", lambda s: ", ".join(f"{k}: {v}" for k, v in s.states.items()))
     row("log lines with ERROR / Traceback / 503", "0",
         lambda s: " / ".join(str(n) for n in s.log_problems) + mark(not any(s.log_problems)))  # fmt: skip
+    row("CPU s, storm to drained: intake processes", "—",
+        lambda s: " / ".join(f"{main:.1f}" for main, _ in s.cpu))  # fmt: skip
+    row("CPU s: diagnosis processes", "—", lambda s: " / ".join(f"{child:.1f}" for _, child in s.cpu))
+    row("CPU s: PostgreSQL server (all backends)", "—",
+        lambda s: "—" if s.database_cpu is None else f"{s.database_cpu:.1f}")  # fmt: skip
+    row("CPU s: the benchmark (clients, sink)", "—", lambda s: f"{s.client_cpu:.1f}")
     row("PostgreSQL commits / rollbacks / deadlocks", "—", lambda s: s.transactions)
     row("exit status after SIGTERM", "0", lambda s: " / ".join(str(c) for c in s.exit_codes)
         + mark(all(c == 0 for c in s.exit_codes)))  # fmt: skip
