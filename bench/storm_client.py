@@ -272,12 +272,16 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One POST: the HTTP status, or the transport error when no response came; seconds it took."""
+    """One POST: the HTTP status, or the transport error when no response came; seconds it took.
+
+    `target` is the index of the URL it was sent to, when `post_storm` was given several.
+    """
 
     index: int
     seconds: float
     status: int | None
     error: str | None = None
+    target: int = 0
 
 
 @dataclass
@@ -310,8 +314,9 @@ class StormResult:
         """Requests answered 2xx: what Alertmanager counts as delivered."""
         return sum(1 for o in self.outcomes if o.status is not None and 200 <= o.status < 300)
 
-    def latency(self, q: float) -> float | None:
-        values = self.latencies
+    def latency(self, q: float, target: int | None = None) -> float | None:
+        """The `q`-th percentile latency, of every request or of those sent to URL `target`."""
+        values = [o.seconds for o in self.outcomes if o.status is not None and target in (None, o.target)]
         return percentile(values, q) if values else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -358,7 +363,7 @@ def _fmt_ms(ms: float | None) -> str:
 
 
 def post_storm(
-    url: str,
+    url: str | Sequence[str],
     payloads: Sequence[Mapping[str, Any]],
     *,
     concurrency: int = 16,
@@ -379,15 +384,28 @@ def post_storm(
     serialised before the clock starts, so latencies measure the server, not
     `json.dumps`. A request's latency runs from sending (connecting, if needed) to
     having read the whole response.
+
+    Given several URLs (replicas of one service behind a load balancer), each new
+    connection goes to the next URL in turn, as a Kubernetes Service balances
+    connections, not requests: a thread's keep-alive connection stays on one replica
+    until it is closed, and its reconnection may land on another. Which notification
+    reaches which replica therefore depends on the threads' timing, so the repeats and
+    HA duplicates of one group are spread over the replicas. `Outcome.target` says
+    which URL took each request.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if rate is not None and rate <= 0:
         raise ValueError(f"rate must be > 0, got {rate}")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url!r}")
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    urls = [url] if isinstance(url, str) else list(url)
+    if not urls:
+        raise ValueError("no URL to post to")
+    targets = [urlsplit(u) for u in urls]
+    for u, parts in zip(urls, targets, strict=True):
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {u!r}")
+    paths = [(p.path or "/") + (f"?{p.query}" if p.query else "") for p in targets]
+    connections = iter(range(sys.maxsize))
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -398,13 +416,17 @@ def post_storm(
     go = threading.Event()
     began = 0.0
 
-    def connect() -> http.client.HTTPConnection:
+    def connect() -> tuple[http.client.HTTPConnection, int]:
+        with lock:
+            target = next(connections) % len(targets)
+        parts = targets[target]
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        return cls(parts.hostname or "", parts.port, timeout=timeout)
+        return cls(parts.hostname or "", parts.port, timeout=timeout), target
 
     def worker() -> None:
         go.wait()
         conn: http.client.HTTPConnection | None = None
+        target = 0
         while True:
             with lock:
                 i = next(cursor, None)
@@ -414,18 +436,21 @@ def post_storm(
                 delay = began + i / rate - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-            conn = conn or connect()
+            if conn is None:
+                conn, target = connect()
             sent = time.perf_counter()
             try:
-                conn.request("POST", path, body=bodies[i], headers=headers)
+                conn.request("POST", paths[target], body=bodies[i], headers=headers)
                 response = conn.getresponse()
                 response.read()
-                outcomes[i] = Outcome(i, time.perf_counter() - sent, response.status)
+                outcomes[i] = Outcome(i, time.perf_counter() - sent, response.status, target=target)
                 if response.will_close:
                     conn.close()
                     conn = None
             except (OSError, http.client.HTTPException) as exc:
-                outcomes[i] = Outcome(i, time.perf_counter() - sent, None, f"{type(exc).__name__}: {exc}")
+                outcomes[i] = Outcome(
+                    i, time.perf_counter() - sent, None, f"{type(exc).__name__}: {exc}", target
+                )
                 if conn is not None:
                     conn.close()
                 conn = None

@@ -29,6 +29,7 @@ import stat
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
@@ -147,7 +148,8 @@ class TemporaryPostgres(TemporaryServer):
     `start()` runs `initdb` the first time, then `postgres` on a free 127.0.0.1 port; after
     `stop(mode)` a `start()` serves the same data on the same port, so a client's URL stays
     valid across `restart`. `close()` (or leaving the `with`) stops it and removes the
-    directory, whatever happened.
+    directory, whatever happened. `settings` are further `postgres -c` settings, over the
+    defaults (a benchmark's `{"fsync": "on", "full_page_writes": "on"}`, say).
     """
 
     def __init__(
@@ -157,10 +159,12 @@ class TemporaryPostgres(TemporaryServer):
         startup_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         max_connections: int = 200,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self._bindir = bindir
         self._max_connections = max_connections
+        self._settings = dict(settings or {})
 
     def _url_for(self, port: int) -> str:
         return f"postgresql://{SYSTEM_USER}@127.0.0.1:{port}/postgres"
@@ -248,6 +252,7 @@ class TemporaryPostgres(TemporaryServer):
             "full_page_writes": "off",
             "max_connections": str(self._max_connections),
             "shared_buffers": "64MB",
+            **self._settings,
         }
         args = [str(bindir / "postgres"), "-D", str(directory / "data"), "-p", str(port)]
         for name, value in settings.items():
