@@ -206,12 +206,10 @@ class Intake(Messages):
         return IntakeResult(len(note.alerts), new, dup, resolved, beats, new_work, annotated)
 
     @staticmethod
-    def _known_episodes(
-        db: Tx, keys: Sequence[tuple[str, float]]
-    ) -> dict[tuple[str, float], tuple[int, str]]:
-        """The stored annotations of these (fingerprint, startsAt) episodes: id and status, a query per chunk."""
+    def _known_episodes(db: Tx, keys: Sequence[Episode]) -> dict[Episode, tuple[int, str]]:
+        """The stored annotations of these episodes (id and status), in a query per chunk of them."""
         wanted = set(keys)
-        out: dict[tuple[str, float], tuple[int, str]] = {}
+        out: dict[Episode, tuple[int, str]] = {}
         for chunk in _chunks(sorted({fingerprint for fingerprint, _ in wanted})):
             for row in db.execute(
                 "SELECT id, fingerprint, starts_at, status FROM annotations "
