@@ -36,12 +36,21 @@ from test_live import AT
 
 from .harness.alertmanager import AlertmanagerPair, ha_pair, make_alert
 from .harness.sink import RecordingSink
-from .servicekit import ServeProcess, count, http, rows, wait_until
+from .servicekit import ServeProcess, count, descendants, http, rows, wait_until
 from .test_service_e2e import TOKEN, metric, serve_args
 
 GROUPS = 12
 ALERTS_PER_GROUP = 4
 LEASE = "3s"
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def niceness(pid: int) -> int:
+    """A process's nice value (field 19 of /proc/PID/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
 def storm() -> list[list[dict[str, Any]]]:
@@ -212,6 +221,15 @@ def test_sigkill_of_one_replica_mid_storm_loses_nothing_and_duplicates_nothing(
     victim = served_ha.replicas[0]
 
     def kill() -> None:
+        assert victim.process is not None
+        pid = victim.process.pid
+
+        def diagnosing_behind_the_intake() -> bool:
+            # The diagnosis process lowers its priority once started (an import's time after spawning).
+            diagnosing = [p for p in descendants(pid) if "multiprocessing.spawn" in cmdline(p)]
+            return bool(diagnosing) and all(niceness(p) == niceness(pid) + 10 for p in diagnosing)
+
+        wait_until(diagnosing_behind_the_intake, timeout=30)
         victim.kill(leftovers_within=5.0)  # asserts that no process it started survives it
 
     def wait_for_the_other() -> None:

@@ -19,6 +19,7 @@ connection pool is sized for one round at a time).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing
@@ -270,10 +271,24 @@ _CHILD: tuple[Diagnoser, PrometheusSource] | None = None
 def _child_init(spec: DiagnoserSpec, rounds: AbstractContextManager[object], parent: int) -> None:
     global _CHILD
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    _lower_priority()
     threading.Thread(
         target=_exit_with_parent, args=(parent,), name="triage-parent-watch", daemon=True
     ).start()
     _CHILD = (spec.diagnoser(rounds), spec.source())
+
+
+DIAGNOSIS_NICENESS = 10
+"""How much lower the diagnosing processes run than the intake (`nice`)."""
+
+
+def _lower_priority() -> None:
+    """Let the intake have the CPU first: it must answer Alertmanager in milliseconds, and a
+    diagnosis that waits a few milliseconds more loses nothing. On a machine the storm keeps
+    busy, diagnoses at the same priority as the intake make its tail latency grow several-fold
+    (docs/benchmarks.md, "Two replicas on PostgreSQL")."""
+    with contextlib.suppress(OSError):  # not permitted here: the same priority, as before
+        os.nice(DIAGNOSIS_NICENESS)
 
 
 def _exit_with_parent(parent: int, every: float = 0.5) -> None:

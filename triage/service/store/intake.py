@@ -79,29 +79,22 @@ class Intake(Messages):
             )
         if not alerts:
             return IntakeResult(len(note.alerts), 0, 0, 0, beats, 0)
+        # One statement records the notification on its group, new or not, and reads its state.
         group = db.execute(
-            "SELECT closed, episode FROM groups WHERE group_key = ?", (note.group_key,)
+            "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
+            "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (group_key) DO UPDATE "
+            "SET truncated = excluded.truncated, notifications = groups.notifications + 1, "
+            "updated_at = excluded.updated_at RETURNING closed, episode",
+            (
+                note.group_key,
+                note.receiver,
+                json.dumps(note.group_labels, sort_keys=True),
+                note.external_url,
+                note.truncated,
+                now,
+            ),
         ).fetchone()
-        episode = 1 if group is None else int(group["episode"])
-        if group is None:
-            db.execute(
-                "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
-                "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-                (
-                    note.group_key,
-                    note.receiver,
-                    json.dumps(note.group_labels, sort_keys=True),
-                    note.external_url,
-                    note.truncated,
-                    now,
-                ),
-            )
-        else:
-            db.execute(
-                "UPDATE groups SET truncated = ?, notifications = notifications + 1, updated_at = ? "
-                "WHERE group_key = ?",
-                (note.truncated, now, note.group_key),
-            )
+        episode = int(group["episode"])
         known = self._known_episodes(db, [(a.fingerprint, a.starts_at) for a in alerts])
         touched: list[int] = []  # duplicates: only `last_seen` and `seen` change
         rows: list[tuple[Any, ...]] = []  # new annotations, inserted together
@@ -131,7 +124,7 @@ class Intake(Messages):
             symptom, source = symptom_of(alert.labels)
             fleet = fleet_of(alert.labels)
             at = bucket(alert.starts_at, step)
-            if alert.status == "firing" and group is not None and group["closed"]:
+            if alert.status == "firing" and group["closed"]:
                 db.execute(
                     "UPDATE groups SET closed = 0, episode = episode + 1, last_signature = NULL "
                     "WHERE group_key = ?",
