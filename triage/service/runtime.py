@@ -146,6 +146,7 @@ class Service:
         if self._running:
             return
         self._running = True
+        self.runner.warm()
         self.pool.start()
         self.dispatcher.start()
 

@@ -254,6 +254,9 @@ class ThreadRunner:
         self.sources = sources
         self._local = threading.local()
 
+    def warm(self) -> None:
+        """Nothing to start: diagnoses run in the worker threads."""
+
     def run(self, item: WorkItem) -> WorkResult:
         source: PrometheusSource | None = getattr(self._local, "source", None)
         if source is None:
@@ -303,6 +306,10 @@ def _exit_with_parent(parent: int, every: float = 0.5) -> None:
     os._exit(1)
 
 
+def _child_ready() -> None:
+    """Nothing: submitted to make the pool start its processes (`ProcessRunner.warm`)."""
+
+
 def _child_run(item: WorkItem) -> WorkResult:
     assert _CHILD is not None
     return run_safely(_CHILD[0], item, _CHILD[1])
@@ -335,6 +342,18 @@ class ProcessRunner:
             initargs=(self._spec, rounds, os.getpid()),
         )
 
+    def warm(self) -> None:
+        """Start every diagnosing process now, not at the first alert.
+
+        A process spends a second or two of CPU importing what it diagnoses with, before it
+        can lower its priority; paid during a storm's first notifications, that is the
+        intake's tail latency (docs/benchmarks.md, "Two replicas on PostgreSQL").
+        """
+        with self._lock:
+            pool = self._pool
+        for _ in range(self._processes):
+            pool.submit(_child_ready)
+
     def run(self, item: WorkItem) -> WorkResult:
         with self._lock:
             pool = self._pool
@@ -359,6 +378,8 @@ class ProcessRunner:
 
 
 class Runner(Protocol):
+    def warm(self) -> None: ...
+
     def run(self, item: WorkItem) -> WorkResult: ...
 
     def close(self) -> None: ...

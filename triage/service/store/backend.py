@@ -10,6 +10,7 @@ little SQL that differs: row locks for claiming, and a lock per alert group.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -65,6 +66,11 @@ class Backend:
     def read(self) -> AbstractContextManager[Any]:
         """A connection to read on, for one block."""
         raise NotImplementedError
+
+    def pipeline(self, db: Tx) -> AbstractContextManager[object]:
+        """A block whose statements go to the database together (PostgreSQL's pipeline mode):
+        results are read after it. A no-op where statements cost no round trip (SQLite)."""
+        return contextlib.nullcontext()
 
     def lock_group(self, db: Tx, group_key: str) -> None:
         """Serialise the transactions that change one alert group, until this one ends."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triage.service.payload import Notification
-from triage.service.store.backend import Tx
+from triage.service.store.backend import Cursor, Tx
 from triage.service.store.outbox import Messages
 from triage.service.store.records import IntakeResult
 
@@ -68,34 +68,24 @@ class Intake(Messages):
         """The intake's one transaction, under the group's lock; run again if it lost a race."""
         new = dup = resolved = beats = new_work = annotated = 0
         to_close: set[str] = set()
-        self.backend.lock_group(db, note.group_key)
         alerts = [a for a in note.alerts if a.alertname != heartbeat]
         beats = len(note.alerts) - len(alerts)
-        if beats:
-            db.execute(
-                "INSERT INTO meta (key, value) VALUES ('heartbeat_last_seen', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (repr(now),),
-            )
-        if not alerts:
-            return IntakeResult(len(note.alerts), 0, 0, 0, beats, 0)
-        # One statement records the notification on its group, new or not, and reads its state.
-        group = db.execute(
-            "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
-            "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (group_key) DO UPDATE "
-            "SET truncated = excluded.truncated, notifications = groups.notifications + 1, "
-            "updated_at = excluded.updated_at RETURNING closed, episode",
-            (
-                note.group_key,
-                note.receiver,
-                json.dumps(note.group_labels, sort_keys=True),
-                note.external_url,
-                note.truncated,
-                now,
-            ),
-        ).fetchone()
+        with self.backend.pipeline(db):  # on PostgreSQL: the lock, the group and the lookup, one round trip
+            self.backend.lock_group(db, note.group_key)
+            if beats:
+                db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('heartbeat_last_seen', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (repr(now),),
+                )
+            if not alerts:
+                return IntakeResult(len(note.alerts), 0, 0, 0, beats, 0)
+            # One statement records the notification on its group, new or not, and reads its state.
+            recorded = self._record_on_group(db, note, now)
+            asked = self._ask_known(db, [(a.fingerprint, a.starts_at) for a in alerts])
+        group = recorded.fetchone()
         episode = int(group["episode"])
-        known = self._known_episodes(db, [(a.fingerprint, a.starts_at) for a in alerts])
+        known = self._read_known(asked, [(a.fingerprint, a.starts_at) for a in alerts])
         touched: list[int] = []  # duplicates: only `last_seen` and `seen` change
         rows: list[tuple[Any, ...]] = []  # new annotations, inserted together
         inserted: set[Episode] = set()
@@ -106,7 +96,7 @@ class Intake(Messages):
                 # The same episode twice in one notification: the first is stored now.
                 self._insert_annotations(db, rows)
                 rows = []
-                known.update(self._known_episodes(db, [episode_key]))
+                known.update(self._read_known(self._ask_known(db, [episode_key]), [episode_key]))
             row = known.get(episode_key)
             if row is not None:
                 dup += 1
@@ -187,28 +177,55 @@ class Intake(Messages):
             if alert.status == "resolved":
                 resolved += 1
                 to_close.add(note.group_key)
-        self._insert_annotations(db, rows)
-        for chunk in _chunks(touched):
-            db.execute(
-                "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? "
-                f"WHERE id IN ({', '.join('?' * len(chunk))})",
-                (now, note.truncated, *chunk),
-            )
+        with self.backend.pipeline(db):  # on PostgreSQL: every write of the notification, one round trip
+            self._insert_annotations(db, rows)
+            for chunk in _chunks(touched):
+                db.execute(
+                    "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? "
+                    f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                    (now, note.truncated, *chunk),
+                )
         for key in to_close:
             self._maybe_close(db, key, None, now)
         return IntakeResult(len(note.alerts), new, dup, resolved, beats, new_work, annotated)
 
     @staticmethod
-    def _known_episodes(db: Tx, keys: Sequence[Episode]) -> dict[Episode, tuple[int, str]]:
-        """The stored annotations of these episodes (id and status), in a query per chunk of them."""
-        wanted = set(keys)
-        out: dict[Episode, tuple[int, str]] = {}
-        for chunk in _chunks(sorted({fingerprint for fingerprint, _ in wanted})):
-            for row in db.execute(
+    def _record_on_group(db: Tx, note: Notification, now: float) -> Cursor:
+        """Count the notification on its group, creating it if new; the cursor yields `closed, episode`."""
+        return db.execute(
+            "INSERT INTO groups (group_key, receiver, group_labels, external_url, truncated, "
+            "notifications, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (group_key) DO UPDATE "
+            "SET truncated = excluded.truncated, notifications = groups.notifications + 1, "
+            "updated_at = excluded.updated_at RETURNING closed, episode",
+            (
+                note.group_key,
+                note.receiver,
+                json.dumps(note.group_labels, sort_keys=True),
+                note.external_url,
+                note.truncated,
+                now,
+            ),
+        )
+
+    @staticmethod
+    def _ask_known(db: Tx, keys: Sequence[Episode]) -> list[Cursor]:
+        """Look up the stored annotations of these episodes, a query per chunk (read with `_read_known`)."""
+        return [
+            db.execute(
                 "SELECT id, fingerprint, starts_at, status FROM annotations "
                 f"WHERE fingerprint IN ({', '.join('?' * len(chunk))})",
                 chunk,
-            ).fetchall():
+            )
+            for chunk in _chunks(sorted({fingerprint for fingerprint, _ in keys}))
+        ]
+
+    @staticmethod
+    def _read_known(asked: Sequence[Cursor], keys: Sequence[Episode]) -> dict[Episode, tuple[int, str]]:
+        """The id and status of each episode among `keys` that is stored."""
+        wanted = set(keys)
+        out: dict[Episode, tuple[int, str]] = {}
+        for cursor in asked:
+            for row in cursor.fetchall():
                 key = (row["fingerprint"], row["starts_at"])
                 if key in wanted:
                     out[key] = (row["id"], row["status"])

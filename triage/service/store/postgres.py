@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -92,6 +92,9 @@ class _Tx:
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         return self._conn.execute(placeholders(sql), tuple(args))
+
+    def pipeline(self) -> AbstractContextManager[object]:
+        return self._conn.pipeline()
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """All rows in one pipeline: one round trip, not one per row."""
@@ -257,6 +260,10 @@ class PostgresBackend(Backend):
     def read(self) -> Iterator[_Tx]:
         with self._connection() as conn:
             yield _Tx(conn)
+
+    def pipeline(self, db: Any) -> AbstractContextManager[object]:
+        tx: _Tx = db
+        return tx.pipeline()
 
     def lock_group(self, db: Any, group_key: str) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"triage group {group_key}",))
