@@ -392,3 +392,6 @@ def test_an_episode_twice_in_one_notification_is_stored_once(
     assert (answer.json()["new"], answer.json()["duplicates"]) == (2, 1)
     seen = {r["fingerprint"]: r["seen"] for r in rows(db, "SELECT fingerprint, seen FROM annotations")}
     assert seen == {"twice": 2, "once": 1}
+    again = post(client, notification([twice, dict(twice)]))
+    assert (again.json()["new"], again.json()["duplicates"]) == (0, 2)
+    assert rows(db, "SELECT seen FROM annotations WHERE fingerprint = 'twice'")[0]["seen"] == 4

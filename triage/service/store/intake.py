@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -179,12 +180,18 @@ class Intake(Messages):
                 to_close.add(note.group_key)
         with self.backend.pipeline(db):  # on PostgreSQL: every write of the notification, one round trip
             self._insert_annotations(db, rows)
-            for chunk in _chunks(touched):
-                db.execute(
-                    "UPDATE annotations SET last_seen = ?, seen = seen + 1, truncated = ? "
-                    f"WHERE id IN ({', '.join('?' * len(chunk))})",
-                    (now, note.truncated, *chunk),
-                )
+            by_times: dict[
+                int, list[int]
+            ] = {}  # an episode repeated within the notification counts each time
+            for annotation_id, times in Counter(touched).items():
+                by_times.setdefault(times, []).append(annotation_id)
+            for times, ids in by_times.items():
+                for chunk in _chunks(ids):
+                    db.execute(
+                        "UPDATE annotations SET last_seen = ?, seen = seen + ?, truncated = ? "
+                        f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                        (now, times, note.truncated, *chunk),
+                    )
         for key in to_close:
             self._maybe_close(db, key, None, now)
         return IntakeResult(len(note.alerts), new, dup, resolved, beats, new_work, annotated)
