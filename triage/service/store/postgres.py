@@ -120,14 +120,13 @@ class _Watchdog:
         self._thread.start()
 
     @contextmanager
-    def guard(self, conn: psycopg.Connection[Any], timeout: float) -> Iterator[_Guard]:
-        guard = _Guard()
+    def guard(self, conn: psycopg.Connection[Any], timeout: float, guard: _Guard) -> Iterator[None]:
         with self._lock:
             self._next += 1
             token = self._next
             self._guards[token] = (time.monotonic() + timeout, conn, guard)
         try:
-            yield guard
+            yield
         finally:
             with self._lock:
                 self._guards.pop(token, None)
@@ -135,11 +134,14 @@ class _Watchdog:
     def _run(self, every: float) -> None:
         while not self._stop.wait(every):
             now = time.monotonic()
-            with self._lock:
+            with (
+                self._lock
+            ):  # marked under the lock: a block ending now sees it before it pools the connection
                 late = [t for t, (deadline, _, _) in self._guards.items() if deadline < now]
                 fired = [self._guards.pop(t) for t in late]
-            for _, conn, guard in fired:
-                guard.fired = True
+                for _, _, guard in fired:
+                    guard.fired = True
+            for _, conn, _ in fired:
                 _shut(conn)
 
     def close(self) -> None:
@@ -225,8 +227,9 @@ class PostgresBackend(Backend):
                     return conn
         return self._connect()
 
-    def _put(self, conn: psycopg.Connection[Any]) -> None:
-        healthy = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+    def _put(self, conn: psycopg.Connection[Any], cut: bool) -> None:
+        """Keep a connection for the next caller, unless it is broken or the watchdog cut it."""
+        healthy = not cut and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
         if healthy:
             with self._idle_lock:
                 if len(self._idle) < MAX_IDLE:
@@ -238,8 +241,9 @@ class PostgresBackend(Backend):
     def _connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         conn = self._get()
         limit = self.timeout if timeout is None else timeout
+        guard = _Guard()
         try:
-            with self._watchdog.guard(conn, limit) as guard:
+            with self._watchdog.guard(conn, limit, guard):
                 try:
                     yield conn
                 except psycopg.OperationalError as exc:
@@ -249,7 +253,8 @@ class PostgresBackend(Backend):
                         ) from exc
                     raise
         finally:
-            self._put(conn)
+            # A block that ended just as its deadline passed may have had its socket shut.
+            self._put(conn, guard.fired)
 
     @contextmanager
     def write(self, timeout: float | None = None) -> Iterator[_Tx]:
