@@ -24,6 +24,7 @@ from triage.service.config import Loaded
 from triage.service.messages import build_message
 from triage.service.metrics import Metrics
 from triage.service.payload import Notification
+from triage.service.processes import ProcessRunner
 from triage.service.sinks import Dispatcher, Renderer
 from triage.service.store import IntakeResult, Store
 from triage.service.store.backend import StoreOpenError
@@ -31,7 +32,6 @@ from triage.service.worker import (
     Diagnoser,
     DiagnoserSpec,
     FetchSettings,
-    ProcessRunner,
     Runner,
     ThreadRunner,
     WorkerPool,
