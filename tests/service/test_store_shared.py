@@ -29,6 +29,7 @@ from triage.service.store import Store, WorkItem, WorkResult
 from triage.service.store.backend import StoreOpenError
 from triage.service.store.schema import POSTGRESQL
 
+from .harness.sink import RecordingSink
 from .payloads import alert, notification
 from .servicekit import closed_port_url, count, make_service, rows, wait_until
 
@@ -297,8 +298,18 @@ def test_a_stalled_database_gets_503_and_retry_after_and_readyz_false_then_recov
     assert fingerprints == ["a0", "a1"]
 
 
-def test_a_database_restart_is_503_until_it_is_back(postgres_server: Any, postgres_url: str) -> None:
-    service = make_service(postgres_url, closed_port_url(), token=TOKEN, store_timeout="2s")
+def test_a_database_restart_is_503_until_it_is_back(
+    postgres_server: Any, postgres_url: str, sink: RecordingSink
+) -> None:
+    """The outage answers 503; every worker and sink thread outlives it, and work goes on after."""
+    service = make_service(
+        postgres_url,
+        closed_port_url(),
+        token=TOKEN,
+        store_timeout="2s",
+        store_lease="3s",
+        sink_webhook=[sink.url],
+    )
     with TestClient(create_app(service)) as client:
         assert (
             client.post("/api/alertmanager", json=notification([alert("b0", T0)]), headers=AUTH).status_code
@@ -309,6 +320,8 @@ def test_a_database_restart_is_503_until_it_is_back(postgres_server: Any, postgr
             down = client.post("/api/alertmanager", json=notification([alert("b1", T0)]), headers=AUTH)
             assert down.status_code == 503 and "Retry-After" in down.headers
             assert client.get("/readyz").json()["store_writable"] is False
+            service.pool._sleep()  # a worker that found no work asks when work is due: not fatal now
+            time.sleep(6)  # longer than a worker's and a sink thread's polls: each meets the outage
         finally:
             postgres_server.start()
         wait_until(
@@ -320,4 +333,8 @@ def test_a_database_restart_is_503_until_it_is_back(postgres_server: Any, postgr
             ),
             timeout=20,
         )
+        threads = [*service.pool._threads, *service.dispatcher._threads]
+        assert threads and all(t.is_alive() for t in threads)
+        # The work of both alerts is done after the outage (signals unavailable: no Prometheus).
+        wait_until(lambda: count(postgres_url, "annotations", "state = 'pending'") == 0, timeout=30)
     assert count(postgres_url, "annotations") == 2

@@ -377,7 +377,13 @@ class Dispatcher:
             if claimed is None:  # another replica is sending it, or sent it meanwhile
                 self._stop.wait(CLAIMED_ELSEWHERE_WAIT)
                 continue
-            self.deliver(sink, claimed)
+            try:
+                self.deliver(sink, claimed)
+            except self.store.backend.unavailable as exc:
+                # The outcome could not be recorded: the claim's lease runs out and the
+                # message goes again, under the same Idempotency-Key.
+                _LOG.warning("sink %s: cannot record a delivery (%s)", name, type(exc).__name__)
+                self._stop.wait(1.0)
 
     def deliver(self, sink: SinkSettings, row: OutboxRow) -> bool:
         body = self.renderer.body(sink, row.message)

@@ -335,8 +335,11 @@ class WorkerPool:
         self.runner.close()
 
     def _sleep(self) -> None:
-        due = self.store.next_due()
-        delay = 5.0 if due is None else min(5.0, max(0.0, due - time.time()))
+        try:
+            due = self.store.next_due()
+            delay = 5.0 if due is None else min(5.0, max(0.0, due - time.time()))
+        except self.store.backend.unavailable:
+            delay = 1.0  # the store is down: look again shortly
         with self._wake:
             if self._pending_wakes == 0 and not self._stop.is_set():
                 self._wake.wait(delay)
