@@ -384,6 +384,11 @@ class Dispatcher:
                 # message goes again, under the same Idempotency-Key.
                 _LOG.warning("sink %s: cannot record a delivery (%s)", name, type(exc).__name__)
                 self._stop.wait(1.0)
+            except Exception:  # a defect: logged whole, and this sink's thread goes on
+                _LOG.exception(
+                    "sink %s: message %s failed; it goes again when its claim runs out", name, claimed.id
+                )
+                self._stop.wait(1.0)
 
     def deliver(self, sink: SinkSettings, row: OutboxRow) -> bool:
         body = self.renderer.body(sink, row.message)
