@@ -48,7 +48,7 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         )
     )
     sys.stderr.write(
-        f"triage: serving on http://{config.host}:{config.port} (store {config.store}, "
+        f"triage: serving on http://{config.host}:{config.port} (store {service.store.location}, "
         f"{len(config.sinks)} sink{'s' if len(config.sinks) != 1 else ''}, "
         f"auth {'on' if loaded.secrets.auth_required else 'OFF'})\n"
     )

@@ -43,8 +43,6 @@ class Tx(Protocol):
 class Backend:
     """A database the store runs on; subclasses are `SqliteBackend` and `PostgresBackend`."""
 
-    shared = False
-    """Several processes use the store at once (no running work is theirs to reset at open)."""
     skip_locked = ""
     """Appended to a claim's row choice: rows another replica is claiming are passed over."""
     for_update = ""

@@ -37,6 +37,7 @@ class StoreBase:
     ) -> None:
         self.backend: Backend = open_backend(location, synchronous=synchronous, timeout=timeout)
         self.location = self.backend.location
+        """Where the store is, fit for logs (a path, or a URL without its parameters)."""
         self.sinks = tuple(sinks)
         self.builder = builder
         self.lease = lease

@@ -173,7 +173,6 @@ def _shut(conn: psycopg.Connection[Any]) -> None:
 class PostgresBackend(Backend):
     """A PostgreSQL database shared by every replica of the service."""
 
-    shared = True
     skip_locked = " FOR UPDATE SKIP LOCKED"
     for_update = " FOR UPDATE"
     unavailable = (psycopg.Error,)
