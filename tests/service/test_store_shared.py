@@ -338,3 +338,15 @@ def test_a_database_restart_is_503_until_it_is_back(
         # The work of both alerts is done after the outage (signals unavailable: no Prometheus).
         wait_until(lambda: count(postgres_url, "annotations", "state = 'pending'") == 0, timeout=30)
     assert count(postgres_url, "annotations") == 2
+
+
+def test_a_password_in_the_store_url_is_refused_without_being_echoed() -> None:
+    from signals.errors import InputErrors
+    from triage.service.config import load_config
+
+    with pytest.raises(InputErrors) as refused:
+        load_config(None, {"prometheus": "http://p:9090", "store": "postgresql://triage:hunter2@db:5432/t"})
+    assert "PGPASSWORD" in str(refused.value) and "hunter2" not in str(refused.value)
+    assert load_config(
+        None, {"prometheus": "http://p:9090", "store": "postgresql://triage@db/t"}
+    ).config.store

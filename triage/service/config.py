@@ -28,6 +28,7 @@ from signals.vocabulary import DEFAULT_MAX_SERIES
 from signals.yamldoc import Document, read_yaml
 from triage.core.model import AUTO, SYMPTOMS
 from triage.service.command import PROMETHEUS_TOKEN_ENV, TOKEN_ENV
+from triage.service.store.backend import is_database_url
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]*):(?P<port>[0-9]{1,5})$")
@@ -179,7 +180,7 @@ class ServiceConfig(_Strict):
     @field_validator("store")
     @classmethod
     def _store(cls, value: str) -> str:
-        if value.startswith(("postgresql://", "postgres://")) and urlsplit(value).password is not None:
+        if is_database_url(value) and urlsplit(value).password is not None:
             raise ValueError(
                 "a password in the store URL would show in `ps` and in logs; "
                 "give it in PGPASSWORD or a ~/.pgpass file instead"
