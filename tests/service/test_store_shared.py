@@ -183,21 +183,27 @@ def test_a_message_is_claimed_by_one_replica_and_recorded_only_under_its_claim(
     assert rows(postgres_url, "SELECT state, claim FROM outbox")[0][:] == ("delivered", None)
 
 
-def test_the_oldest_message_of_a_sink_goes_first_whoever_sends_it(
+def test_a_groups_messages_go_in_order_and_groups_do_not_wait_for_each_other(
     replicas: tuple[Store, Store], postgres_url: str
 ) -> None:
-    """A replica never sends a sink's second message while another holds its first."""
+    """A replica never sends a group's second message while another holds its first; another
+    group's message goes meanwhile."""
     a, b = replicas
     for note in storm(2, 1):
         a.intake(parse_notification(note, 1000), symptom, 60, "Watchdog")
     for store in (a, b):
         item = store.claim()
         assert item is not None and store.complete(item, result(), None) == 1
+    resolved = notification([alert("g0-a0", T0, status="resolved", ends_at=T0 + 60)], group="G0")
+    a.intake(parse_notification(json.dumps(resolved).encode(), 2000), symptom, 60, "Watchdog")
     first = a.claim_message("hook", 30)
-    assert first is not None and b.claim_message("hook", 30) is None
+    assert first is not None and (first.group_key, first.kind) == ('{}:{alertname="G0"}', "diagnosis")
+    other = b.claim_message("hook", 30)
+    assert other is not None and (other.group_key, other.kind) == ('{}:{alertname="G1"}', "diagnosis")
+    assert b.claim_message("hook", 30) is None  # G0's resolved waits for its diagnosis
     a.delivered(first)
     second = b.claim_message("hook", 30)
-    assert second is not None and second.id > first.id
+    assert second is not None and (second.group_key, second.kind) == (first.group_key, "resolved")
 
 
 def v1_store(url: str) -> None:

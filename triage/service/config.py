@@ -116,13 +116,34 @@ class PrometheusSettings(_Strict):
         return value
 
 
+SinkKind = Literal["webhook", "slack", "pagerduty", "opsgenie", "teams", "grafana"]
+
+API_SINKS = frozenset({"pagerduty", "opsgenie", "grafana"})
+"""Sinks that call a service's API with a token (`token_file`); the others post to a URL
+that is itself the secret."""
+
+
 class SinkSettings(_Strict):
-    """One destination for group messages: a generic JSON webhook or a Slack-compatible one."""
+    """One destination for group messages: a JSON webhook, Slack, Teams, or an API
+    (PagerDuty, Opsgenie, Grafana) that the diagnosis is written into."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    kind: Literal["webhook", "slack"]
+    kind: SinkKind
     url: str | None = Field(None, repr=False)
+    """The webhook URL; for an API sink its base URL (PagerDuty's and Opsgenie's have defaults)."""
     url_file: str | None = None
+    token_file: str | None = None
+    """An API sink's token: PagerDuty's REST API key, Opsgenie's API key, a Grafana service account's."""
+    from_email: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
+    """PagerDuty: the user the notes are written as (its REST API's `From` header)."""
+    region: Literal["us", "eu"] = "us"
+    """Opsgenie: the API host (api.opsgenie.com or api.eu.opsgenie.com) when `url` is not given."""
+    org_id: int | None = Field(None, ge=1)
+    """Grafana: the organisation the annotations go to (its `X-Grafana-Org-Id`)."""
+    dashboard_uid: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    """Grafana: the one dashboard the annotations are on; none: organisation-wide."""
+    retry_window: float = 600.0
+    """PagerDuty and Opsgenie: how long a note waits for its incident or alert to exist."""
     template: str | None = None
     max_alerts_listed: int = Field(10, ge=1, le=1000)
     max_tries: int = Field(10, ge=1, le=1000)
@@ -130,18 +151,43 @@ class SinkSettings(_Strict):
     max_backoff: float = 300.0
     timeout: float = 10.0
 
-    @field_validator("backoff", "max_backoff", "timeout", mode="before")
+    @field_validator("backoff", "max_backoff", "timeout", "retry_window", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> float:
         return _duration(value)
 
     @model_validator(mode="after")
     def _one_url(self) -> SinkSettings:
-        if (self.url is None) == (self.url_file is None):
-            raise ValueError("give exactly one of url and url_file")
+        if self.url is not None and self.url_file is not None:
+            raise ValueError("give one of url and url_file, not both")
+        if self.url is None and self.url_file is None and self.kind not in DEFAULT_URLS:
+            raise ValueError(f"a {self.kind} sink needs url or url_file")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError("url: not an http:// or https:// URL")
+        if (self.token_file is not None) != (self.kind in API_SINKS):
+            raise ValueError(
+                f"a {self.kind} sink needs token_file"
+                if self.kind in API_SINKS
+                else f"token_file is for {', '.join(sorted(API_SINKS))} sinks"
+            )
+        if self.kind == "pagerduty" and self.from_email is None:
+            raise ValueError(
+                "a pagerduty sink needs from_email (the PagerDuty user its notes are written as)"
+            )
         return self
+
+    def base_url(self, configured: str | None) -> str:
+        """The URL to use: the one configured, else the kind's default (Opsgenie's by `region`)."""
+        if configured:
+            return configured
+        default = DEFAULT_URLS[self.kind]
+        return default if isinstance(default, str) else default[self.region]
+
+
+DEFAULT_URLS: Mapping[str, str | Mapping[str, str]] = {
+    "pagerduty": "https://api.pagerduty.com",
+    "opsgenie": {"us": "https://api.opsgenie.com", "eu": "https://api.eu.opsgenie.com"},
+}
 
 
 class ServiceConfig(_Strict):
@@ -228,6 +274,7 @@ class Secrets:
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
     prometheus_token: str | None = field(default=None, repr=False)
     sink_urls: Mapping[str, str] = field(default_factory=dict, repr=False)
+    sink_tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def auth_required(self) -> bool:
@@ -398,6 +445,7 @@ def _secrets(
     elif env.get(PROMETHEUS_TOKEN_ENV):
         prom_token = env[PROMETHEUS_TOKEN_ENV]
     urls: dict[str, str] = {}
+    tokens: dict[str, str] = {}
     for i, sink in enumerate(config.sinks):
         if sink.url is not None:
             urls[sink.name] = sink.url
@@ -409,10 +457,14 @@ def _secrets(
                         doc.error(("sinks", i, "url_file"), "the file does not hold an http(s) URL")
                     )
                 urls[sink.name] = url
+        if sink.token_file is not None:
+            sink_token = read(sink.token_file, ("sinks", i, "token_file"), None)
+            if sink_token is not None:
+                tokens[sink.name] = sink_token
     if token is not None and (token != token.strip() or any(ord(c) < 33 for c in token)):
         problems.append(
             InputError("(flags)", 0, "--token", "the token contains whitespace or control characters")
         )
     if problems:
         raise InputErrors(problems)
-    return Secrets(token, basic, prom_token, urls)
+    return Secrets(token, basic, prom_token, urls, tokens)

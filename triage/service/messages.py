@@ -89,7 +89,8 @@ def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Dia
 
 def diagnosis_brief(row: Row | None) -> dict[str, Any]:
     """The headline of a stored annotation: symptom, its fleet and how it was chosen (`scope`), top
-    cause, first actions, forbidden actions."""
+    cause, first actions, forbidden actions; the verdict in words, the top cause's evidence,
+    what not to do and why, and the diagnosis's onset and instant (ISO 8601, or None)."""
     if row is None:
         return {"state": "pending", "symptom": None, "cause": None, "signals": None}
     data: dict[str, Any] = json.loads(row["diagnosis"]) if row["diagnosis"] else {}
@@ -108,6 +109,14 @@ def diagnosis_brief(row: Row | None) -> dict[str, Any]:
         "first_actions": [a.text for a in s.actions[:3]],
         "forbidden": [f.action for f in s.forbidden],
         "missing_signals": list(s.missing),
+        "verdict": f"{top.cause} ({top.layer})" if top else s.verdict.message,
+        "evidence": [
+            {"holds": e.holds, "mark": e.mark, "check": e.check, "note": e.note, "replicas": list(e.replicas)}
+            for e in (top.brief if top else ())
+        ],
+        "do_not": [{"action": f.action, "reason": f.reason} for f in s.forbidden],
+        "onset": data.get("onset"),
+        "at": data.get("at"),
     }
 
 

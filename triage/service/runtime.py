@@ -114,7 +114,9 @@ class Service:
                 self.graph, catalog, spec.options, spec.fetch, fleet_labels=spec.fleet_labels
             )
             self.runner = ThreadRunner(diagnoser, self.source)
-        self.dispatcher = Dispatcher(self.store, sinks, self.secrets.sink_urls, self.renderer, self.metrics)
+        self.dispatcher = Dispatcher(
+            self.store, sinks, self.secrets.sink_urls, self.renderer, self.metrics, self.secrets.sink_tokens
+        )
         self.pool = WorkerPool(
             self.store,
             self.runner,

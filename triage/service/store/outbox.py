@@ -77,27 +77,34 @@ class Messages(StoreBase):
                 (sink, key, group_key, kind, body, now, now),
             )
 
-    def due_messages(self, sink: str, now: float, limit: int = 1) -> list[OutboxRow]:
-        """The oldest pending messages of a sink, in order (whether due or not)."""
+    def next_message_at(self, sink: str) -> float | None:
+        """When the sink's next message is due: the earliest `next_at` of the groups' oldest
+        pending messages (None: nothing pending)."""
         with self.read() as db:
-            rows = db.execute(
-                "SELECT id, sink, key, group_key, kind, message, attempts, next_at FROM outbox "
-                "WHERE sink = ? AND state = 'pending' ORDER BY id LIMIT ?",
-                (sink, limit),
-            ).fetchall()
-        return [_outbox_row(r) for r in rows]
+            row = db.execute(
+                f"SELECT MIN(o.next_at) AS due FROM outbox o WHERE o.sink = ? AND {_PENDING_HEAD}", (sink,)
+            ).fetchone()
+        return None if row is None or row["due"] is None else float(row["due"])
 
     def claim_message(self, sink: str, lease: float, now: float | None = None) -> OutboxRow | None:
-        """Claim the sink's oldest pending message to send it, if it is due and nobody holds it."""
+        """Claim a message of the sink to send it: the oldest of those that are due, nobody
+        holds, and are their group's oldest pending message.
+
+        Order is kept per group (a `resolved` never overtakes its diagnosis), not across
+        groups: a message that waits (for a PagerDuty incident to exist, or after a
+        failure) holds back only the later messages of its own group.
+        """
         now = time.time() if now is None else now
         claim = uuid.uuid4().hex
+        free = "{o}next_at <= ? AND ({o}lease_until IS NULL OR {o}lease_until < ?)"
         with self.write() as db:
             row = db.execute(
-                "UPDATE outbox SET claim = ?, lease_until = ? WHERE id = (SELECT id FROM outbox "
-                f"WHERE sink = ? AND state = 'pending' ORDER BY id LIMIT 1{self.backend.for_update}) "
-                "AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?) "
-                "RETURNING id, sink, key, group_key, kind, message, attempts, next_at",
-                (claim, now + lease, sink, now, now),
+                "UPDATE outbox SET claim = ?, lease_until = ? WHERE id = (SELECT o.id FROM outbox o "
+                f"WHERE o.sink = ? AND {free.format(o='o.')} AND {_PENDING_HEAD} "
+                f"ORDER BY o.id LIMIT 1{self.backend.skip_locked}) "
+                f"AND state = 'pending' AND {free.format(o='')} "
+                "RETURNING id, sink, key, group_key, kind, message, attempts, next_at, created_at",
+                (claim, now + lease, sink, now, now, now, now),
             ).fetchone()
         return None if row is None else _outbox_row(row, claim)
 
@@ -126,6 +133,13 @@ class Messages(StoreBase):
             )
 
 
+_PENDING_HEAD = (
+    "o.state = 'pending' AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink "
+    "AND p.group_key = o.group_key AND p.state = 'pending' AND p.id < o.id)"
+)
+"""`o` is its group's oldest pending message for its sink."""
+
+
 def _outbox_row(r: Row, claim: str = "") -> OutboxRow:
     return OutboxRow(
         r["id"],
@@ -136,5 +150,6 @@ def _outbox_row(r: Row, claim: str = "") -> OutboxRow:
         json.loads(r["message"]),
         r["attempts"],
         r["next_at"],
+        r["created_at"],
         claim,
     )

@@ -77,6 +77,9 @@ class OutboxRow:
     message: dict[str, Any]
     attempts: int
     next_at: float
+    created_at: float = 0.0
+    """When it was queued: a sink that waits for something to exist (a PagerDuty incident)
+    retries within a window counted from here."""
     claim: str = ""
     """The token of this replica's claim on sending it: its outcome is stored only under it."""
 

@@ -1,0 +1,10 @@
+"""Every kind of sink by name (the `kind` of a sink in serve.yaml)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from triage.service.sinks.kind import Kind
+from triage.service.sinks.webhook import SLACK, WEBHOOK
+
+KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (WEBHOOK, SLACK)}
