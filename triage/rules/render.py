@@ -26,12 +26,14 @@ together, so a slow gateway in front of healthy engines still pages) and the sha
 requests it failed to get from a backend.
 
 `render_rules` is pure (no IO, deterministic); `triage.rules.load_slo` is the only
-function of the room that reads a file.
+function of the room that reads a file. `rule_file` gives the same header and groups
+unwritten, for `triage.rules.operator` to wrap in a Prometheus Operator `PrometheusRule`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -68,6 +70,38 @@ def _header(catalog: Catalog, options: QueryOptions, skipped: list[str], fleet_l
     return "".join(f"# {line}\n" for line in lines)
 
 
+@dataclass(frozen=True)
+class RuleFile:
+    """The rules of one catalog and SLO: the header's comment lines and the two groups."""
+
+    header: str
+    groups: list[dict[str, Any]]
+
+
+def rule_file(
+    catalog: Catalog,
+    slo: Slo,
+    options: QueryOptions,
+    fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS,
+) -> RuleFile:
+    """The header and groups for `catalog` and `slo` with `options` filled into every query,
+    recorded and alerting per fleet of `fleet_labels` (none: one fleet, no fleet labels)."""
+    labels = tuple(dict.fromkeys(fleet_labels))
+    fleet = FleetJoins(labels, options.selector) if labels else None
+    records, views = recording_rules(catalog, options, fleet)
+    found, skipped = alerts(slo, views, options.replica_label, labels)
+    groups: list[dict[str, Any]] = [
+        {"name": SIGNAL_GROUP, "rules": records},
+        {"name": ALERT_GROUP, "rules": [a.rule() for a in found]},
+    ]
+    return RuleFile(_header(catalog, options, skipped, labels), groups)
+
+
+def dump_yaml(document: Mapping[str, Any]) -> str:
+    """`document` as the rule file writes YAML: keys in order, expressions never wrapped."""
+    return yaml.safe_dump(document, sort_keys=False, width=1 << 30, allow_unicode=True)
+
+
 def render_rules(
     catalog: Catalog,
     slo: Slo,
@@ -76,18 +110,8 @@ def render_rules(
 ) -> str:
     """The rule file (YAML) for `catalog` and `slo` with `options` filled into every query,
     recorded and alerting per fleet of `fleet_labels` (none: one fleet, no fleet labels)."""
-    labels = tuple(dict.fromkeys(fleet_labels))
-    fleet = FleetJoins(labels, options.selector) if labels else None
-    records, views = recording_rules(catalog, options, fleet)
-    found, skipped = alerts(slo, views, options.replica_label, labels)
-    document: Mapping[str, Any] = {
-        "groups": [
-            {"name": SIGNAL_GROUP, "rules": records},
-            {"name": ALERT_GROUP, "rules": [a.rule() for a in found]},
-        ]
-    }
-    body = yaml.safe_dump(document, sort_keys=False, width=1 << 30, allow_unicode=True)
-    return _header(catalog, options, skipped, labels) + body
+    rules = rule_file(catalog, slo, options, fleet_labels)
+    return rules.header + dump_yaml({"groups": rules.groups})
 
 
-__all__ = ["ALERT_GROUP", "SIGNAL_GROUP", "render_rules"]
+__all__ = ["ALERT_GROUP", "SIGNAL_GROUP", "RuleFile", "dump_yaml", "render_rules", "rule_file"]
