@@ -220,7 +220,9 @@ def test_dead_letter_after_max_tries_is_visible(store: StoreAt, tmp_path: Path, 
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
         assert len(hook.received) == 3
         dead = client.get("/api/deliveries?state=dead").json()["deliveries"]
-        assert len(dead) == 1 and dead[0]["last_error"] == "HTTP 500: unavailable" and dead[0]["attempts"] == 3
+        assert (
+            len(dead) == 1 and dead[0]["last_error"] == "HTTP 500: unavailable" and dead[0]["attempts"] == 3
+        )
         assert hook.url not in json.dumps(dead)
         assert "triage_dead_letters 1" in client.get("/metrics").text
 

@@ -102,7 +102,10 @@ def test_19_too_large_even_at_its_shortest_is_a_dead_letter_at_once(tmp_path: Pa
             client.post("/api/alertmanager", json=notification(big_group(), group="big"))
             wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
             (dead,) = deliveries(client, "dead")
-            assert dead["last_error"] == "too large even when shortened (HTTP 413: too large)" and dead["attempts"] == 1
+            assert (
+                dead["last_error"] == "too large even when shortened (HTTP 413: too large)"
+                and dead["attempts"] == 1
+            )
             # The full message, then every shortening down to no alert listed: no more, no retry.
             assert len(hook.received) == 1 + len(shortenings(LISTED))
             assert all(r.status == 413 for r in hook.received)
