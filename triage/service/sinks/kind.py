@@ -12,6 +12,7 @@ error (both can be secrets).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,12 @@ class Delivery:
     """The group event as data (`triage.service.messages.build_message`)."""
     body: bytes
     """The message rendered by the sink's template."""
+
+
+def group_key_hash(group_key: str) -> str:
+    """Alertmanager's own key for a group's incident: the SHA-256 hex of its group key, which
+    its PagerDuty integration sends as `dedup_key` and its Opsgenie integration as `alias`."""
+    return hashlib.sha256(group_key.encode()).hexdigest()
 
 
 def json_body(text: str, note: str | None) -> bytes:
