@@ -40,6 +40,9 @@ NEVER_FOR_HELP = (
     "fastapi",
     "starlette",
     "uvicorn",
+    "mcp",
+    "mcp_types",
+    "anyio",
 )
 """Libraries no help may import (nor any of their submodules)."""
 
@@ -99,7 +102,7 @@ def _run_help(argv: list[str]) -> dict[str, object]:
 def test_every_command_and_group_has_a_help_case() -> None:
     names = set(CASES)
     assert {"triage --help", "triage diagnose --help", "triage tui --help", "triage serve --help"} <= names
-    assert {"triage signals check --help", "triage playbooks check --help"} <= names
+    assert {"triage signals check --help", "triage playbooks check --help", "triage mcp --help"} <= names
     assert len(names) >= 16
 
 

@@ -26,6 +26,7 @@ from triage.cli import (
     capture,
     diagnose,
     fleets,
+    mcp,
     playbooks,
     replay,
     report,
@@ -65,6 +66,7 @@ examples:
   triage replay fixtures/replica-down-queue-growth.yaml --every 1m
   triage test                      # replay every fixture with an expect block
   triage playbooks check           # validate the knowledge
+  triage mcp --prometheus URL      # the same answers as tools for an AI assistant (MCP, stdio)
 
 exit codes: 0 diagnosis made (also when no cause is found), 1 tests or checks failed,
 2 bad usage or bad input, 70 internal error.
@@ -92,6 +94,7 @@ COMMANDS: tuple[Command, ...] = (
     capacity.COMMAND,
     playbooks.COMMAND,
     serve.COMMAND,
+    mcp.COMMAND,
 )
 """The core's commands, in the order `triage --help` lists them."""
 

@@ -11,13 +11,14 @@ import time
 from typing import TextIO
 
 from signals.errors import SignalError
-from triage.audit import AuditSettings, render_audit, run_audit
+from triage.audit import AuditReport, AuditSettings, render_audit, run_audit
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.rules import load_slo
 
 
-def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+def audit_report(args: argparse.Namespace) -> AuditReport:
+    """The live fleet checked against the checklist; SignalError when nothing at all could be read."""
     at = inputs.live_moment(args.at, time.time(), "--at")
     settings = AuditSettings.from_slo(
         load_slo(args.slo),
@@ -28,5 +29,10 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
     if report.nothing_readable:
         reasons = "; ".join(f"{k}: {v}" for k, v in sorted(report.problems.items())[:3])
         raise SignalError(f"{args.prometheus}: nothing could be read ({reasons})")
+    return report
+
+
+def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    report = audit_report(args)
     out.write(render_audit(report, args.format))
     return common.EXIT_FAILED if report.counts().get("fail", 0) else common.EXIT_OK

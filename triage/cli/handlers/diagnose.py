@@ -8,17 +8,23 @@ fixture is diagnosed here; a live Prometheus in `diagnose_live`.
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 from signals.fixture import Fixture, is_offset
 from signals.timeparse import format_instant, parse_duration, parse_instant
 from triage.cli import common
 from triage.cli.handlers import inputs
 from triage.cli.handlers.alertfile import read_alert
+from triage.core.escape import printable
 from triage.core.model import Diagnosis
 from triage.core.render import to_json, to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.replay import fixture_symptom
+
+if TYPE_CHECKING:
+    from signals.fleets import Fleet
 
 
 def _at_arg(value: str | None, fixture: Fixture) -> float:
@@ -47,7 +53,36 @@ def render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
         out.write(to_text(diagnosis, color=common.use_color(out), verbose=args.verbose))
 
 
-def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+@dataclass(frozen=True)
+class FleetDiagnoses:
+    """A live server holding several fleets: each one's diagnosis, as the server named them."""
+
+    server: str
+    results: tuple[tuple[Fleet, Diagnosis], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The fleets in breach, each with its own answer; the quiet ones by name."""
+        return {
+            "server": self.server,
+            "fleets": [d.to_json() for _, d in self.results if d.symptom_visible],
+            "quiet": [f.name for f, d in self.results if not d.symptom_visible],
+        }
+
+    def render_each(self, args: argparse.Namespace, out: TextIO) -> None:
+        """Every fleet in breach with its own answer; the quiet ones named in one line."""
+        breached = [(f, d) for f, d in self.results if d.symptom_visible]
+        quiet = [f.name for f, d in self.results if not d.symptom_visible]
+        out.write(f"{len(self.results)} fleets in {self.server}: {len(breached)} in breach\n")
+        for fleet, diagnosis in breached:
+            out.write(f"\n== FLEET {printable(fleet.name)}\n")
+            render(diagnosis, args, out)
+        if quiet:
+            out.write(f"\nno breach: {printable(', '.join(quiet))}\n")
+
+
+def diagnosis_of(args: argparse.Namespace) -> Diagnosis | FleetDiagnoses:
+    """What `triage diagnose` concludes from its arguments: one diagnosis (a fixture, one fleet,
+    an unscoped server), or one per fleet of a live server holding several."""
     if bool(args.fixture) == bool(args.prometheus):
         raise common.UsageError("give either --fixture PATH or --prometheus URL")
     graph = inputs.graph_from_args(args)
@@ -67,9 +102,24 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
             chosen, source = fixture_symptom(fixture, None, graph.knowledge)
         else:
             chosen = symptom
-        render(diagnose(graph, fixture.frame, chosen, at, source=source), args, out)
-        return common.EXIT_OK
+        return diagnose(graph, fixture.frame, chosen, at, source=source)
     # The live path's client libraries (HTTP, the catalog, fleet discovery) load only for it.
     from triage.cli.handlers.diagnose_live import diagnose_live
 
-    return diagnose_live(args, graph, symptom, source, alert, out)
+    return diagnose_live(args, graph, symptom, source, alert)
+
+
+def diagnosis_json(found: Diagnosis | FleetDiagnoses) -> dict[str, Any]:
+    """The JSON contract of `triage diagnose --format json`: one diagnosis, or the fleets in breach."""
+    return found.to_json()
+
+
+def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+    found = diagnosis_of(args)
+    if args.format == "json":
+        out.write(json.dumps(diagnosis_json(found), indent=2, ensure_ascii=False) + "\n")
+    elif isinstance(found, Diagnosis):
+        render(found, args, out)
+    else:
+        found.render_each(args, out)
+    return common.EXIT_OK

@@ -7,10 +7,8 @@ answer and the quiet ones are named in one line.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
-from typing import TextIO
 
 from signals.fleets import Fleet
 from signals.fleets.scope import scoped_options
@@ -18,8 +16,7 @@ from signals.live import fetch_frame
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.cli.handlers.alertfile import AlertStart
-from triage.cli.handlers.diagnose import render
-from triage.core.escape import printable
+from triage.cli.handlers.diagnose import FleetDiagnoses
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, Diagnosis
 from triage.core.reads import replica_reads
@@ -32,8 +29,7 @@ def diagnose_live(
     symptom: str | None,
     source: str,
     alert: AlertStart | None,
-    out: TextIO,
-) -> int:
+) -> Diagnosis | FleetDiagnoses:
     """The moment (now, `--at`, or the alert's startsAt) read from the server, for each fleet
     the arguments or the alert name; `symptom` None means auto."""
     now = time.time()
@@ -64,29 +60,5 @@ def diagnose_live(
         )
 
     if len(fleets) <= 1:
-        render(one(fleets[0] if fleets else None), args, out)
-        return common.EXIT_OK
-    _render_each(prometheus.url, [(f, one(f)) for f in fleets], args, out)
-    return common.EXIT_OK
-
-
-def _render_each(
-    server: str, results: list[tuple[Fleet, Diagnosis]], args: argparse.Namespace, out: TextIO
-) -> None:
-    """Every fleet in breach with its own answer; the quiet ones named in one line."""
-    breached = [(f, d) for f, d in results if d.symptom_visible]
-    quiet = [f.name for f, d in results if not d.symptom_visible]
-    if args.format == "json":
-        payload = {
-            "server": server,
-            "fleets": [d.to_json() for _, d in breached],
-            "quiet": quiet,
-        }
-        out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-        return
-    out.write(f"{len(results)} fleets in {server}: {len(breached)} in breach\n")
-    for fleet, diagnosis in breached:
-        out.write(f"\n== FLEET {printable(fleet.name)}\n")
-        render(diagnosis, args, out)
-    if quiet:
-        out.write(f"\nno breach: {printable(', '.join(quiet))}\n")
+        return one(fleets[0] if fleets else None)
+    return FleetDiagnoses(prometheus.url, tuple((f, one(f)) for f in fleets))

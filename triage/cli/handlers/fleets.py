@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from signals.catalog import Resolution, resolve
 from signals.fleets import Fleet, FleetMap
@@ -78,18 +78,33 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolut
     return "\n".join(lines) + "\n"
 
 
-def cmd_fleets(args: argparse.Namespace, out: TextIO) -> int:
+def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[str, dict[str, Resolution]]]:
+    """The fleets on the server, its URL, and each engine's signals resolved against its metric names."""
     prometheus = sourceargs.prometheus_source(args)
     at = inputs.live_moment(args.at, time.time(), "--at")
     found = sourceargs.find_fleets(prometheus, args, at, inputs.duration_arg(args.lookback, "--lookback"))
     cat, names = sourceargs.catalog(args), prometheus.metric_names()
     resolutions = {engine: resolve(cat, names, engine) for engine in {f.engine for f in found.fleets}}
+    return found, prometheus.url, resolutions
+
+
+def _payload(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> dict[str, Any]:
+    payload = found.to_json()
+    payload["server"] = server
+    for entry, fleet in zip(payload["fleets"], found.fleets, strict=True):
+        entry["blind"] = blind_for(fleet, resolutions[fleet.engine])
+    return payload
+
+
+def fleets_json(args: argparse.Namespace) -> dict[str, Any]:
+    """The JSON contract of `triage fleets --format json`."""
+    return _payload(*_found(args))
+
+
+def cmd_fleets(args: argparse.Namespace, out: TextIO) -> int:
+    found, server, resolutions = _found(args)
     if args.format == "json":
-        payload = found.to_json()
-        payload["server"] = prometheus.url
-        for entry, fleet in zip(payload["fleets"], found.fleets, strict=True):
-            entry["blind"] = blind_for(fleet, resolutions[fleet.engine])
-        out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        out.write(json.dumps(_payload(found, server, resolutions), indent=2, ensure_ascii=False) + "\n")
     else:
-        out.write(printable(_text(found, prometheus.url, resolutions)))
+        out.write(printable(_text(found, server, resolutions)))
     return common.EXIT_OK

@@ -9,35 +9,32 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
+from signals.fixture import Fixture
 from signals.timeparse import format_duration, format_instant, parse_duration
 from triage.cli import common
 from triage.cli.handlers import inputs
-from triage.replay import fixture_symptom, summarise, timeline
+from triage.replay import Step, TimelineSummary, fixture_symptom, summarise, timeline
 
 
-def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    graph = inputs.graph_from_args(args)
-    fixture = inputs.load_checked_fixture(args.fixture, graph.knowledge)
-    symptom, source = fixture_symptom(
-        fixture, inputs.symptom_arg(args.symptom, graph.knowledge), graph.knowledge
-    )
-    try:
-        every = parse_duration(args.every)
-    except ValueError as exc:
-        raise common.UsageError(f"--every: {exc}") from None
-    if every < fixture.interval:
-        raise common.UsageError(
-            f"--every: {args.every} is shorter than the fixture's interval "
-            f"({format_duration(fixture.interval)})"
-        )
-    steps = timeline(graph, fixture.frame, symptom, every, source=source)
-    summary = summarise(steps)
-    if args.format == "json":
-        payload = {
-            "fixture": fixture.name,
-            "symptom": symptom,
+@dataclass(frozen=True)
+class Replayed:
+    """A fixture diagnosed at every step, and what the steps add up to."""
+
+    fixture: Fixture
+    symptom: str
+    every: float
+    steps: list[Step]
+    summary: TimelineSummary
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON contract of `triage replay --format json`."""
+        summary = self.summary
+        return {
+            "fixture": self.fixture.name,
+            "symptom": self.symptom,
             "summary": {
                 "top_cause": summary.final_top,
                 "onset": format_instant(summary.onset) if summary.onset is not None else None,
@@ -53,12 +50,40 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
                         {"cause": c.cause, "score": round(c.score, 3)} for c in s.diagnosis.causes[:3]
                     ],
                 }
-                for s in steps
+                for s in self.steps
             ],
         }
-        out.write(json.dumps(payload, indent=2) + "\n")
+
+
+def replayed(args: argparse.Namespace) -> Replayed:
+    """The fixture `args` names, diagnosed every `--every` from its start to its end."""
+    graph = inputs.graph_from_args(args)
+    fixture = inputs.load_checked_fixture(args.fixture, graph.knowledge)
+    symptom, source = fixture_symptom(
+        fixture, inputs.symptom_arg(args.symptom, graph.knowledge), graph.knowledge
+    )
+    try:
+        every = parse_duration(args.every)
+    except ValueError as exc:
+        raise common.UsageError(f"--every: {exc}") from None
+    if every < fixture.interval:
+        raise common.UsageError(
+            f"--every: {args.every} is shorter than the fixture's interval "
+            f"({format_duration(fixture.interval)})"
+        )
+    steps = timeline(graph, fixture.frame, symptom, every, source=source)
+    return Replayed(fixture, symptom, every, steps, summarise(steps))
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    found = replayed(args)
+    if args.format == "json":
+        out.write(json.dumps(found.to_json(), indent=2) + "\n")
         return common.EXIT_OK
-    out.write(f"{fixture.name}: {len(steps)} steps every {format_duration(every)}, symptom {symptom}\n")
+    fixture, steps, summary = found.fixture, found.steps, found.summary
+    out.write(
+        f"{fixture.name}: {len(steps)} steps every {format_duration(found.every)}, symptom {found.symptom}\n"
+    )
     previous: tuple[str, ...] | None = None
     for s in steps:
         top3 = tuple(c.cause for c in s.diagnosis.causes[:3])

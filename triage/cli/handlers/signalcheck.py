@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
-from signals.catalog import resolve
+from signals.catalog import Resolution, resolve
+from signals.fleets import Fleet
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.cli.handlers.fleets import blind_for
@@ -33,7 +35,41 @@ def unprovable_causes(kb: Knowledge, blind: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
+@dataclass(frozen=True)
+class SignalCheck:
+    """Every vocabulary signal resolved against one server (and fleet), and what that leaves blind."""
+
+    server: str
+    metric_names: int
+    resolutions: dict[str, Resolution]
+    fleet: Fleet | None
+    fleet_blind: dict[str, str]
+    blind: set[str]
+    unprovable: dict[str, list[str]]
+    deprecated: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON contract of `triage signals check --format json`."""
+        return {
+            "server": self.server,
+            "metric_names": self.metric_names,
+            "signals": {
+                name: {
+                    "replica": r.replica.source if r.replica else None,
+                    "fleet": r.fleet.source if r.fleet else None,
+                    "blind": r.blind or name in self.fleet_blind,
+                    "deprecated_in_use": list(r.deprecated_in_use),
+                }
+                for name, r in sorted(self.resolutions.items())
+            },
+            "fleet": self.fleet.name if self.fleet else None,
+            "unprovable_causes": self.unprovable,
+            "deprecated_in_use": self.deprecated,
+        }
+
+
+def signal_check(args: argparse.Namespace) -> SignalCheck:
+    """The server's signals as `triage signals check` reads them from its arguments."""
     kb = load_playbooks(args.playbooks)
     prometheus = sourceargs.prometheus_source(args)
     names = prometheus.metric_names()
@@ -43,30 +79,30 @@ def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
     # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
     fleet_blind = blind_for(fleet, resolutions) if fleet else {}
     blind = {name for name, r in resolutions.items() if r.blind} | set(fleet_blind)
-    unprovable = unprovable_causes(kb, blind)
     deprecated = sorted({n for r in resolutions.values() for n in r.deprecated_in_use})
+    return SignalCheck(
+        prometheus.url,
+        len(names),
+        resolutions,
+        fleet,
+        fleet_blind,
+        blind,
+        unprovable_causes(kb, blind),
+        deprecated,
+    )
+
+
+def cmd_signals_check(args: argparse.Namespace, out: TextIO) -> int:
+    check = signal_check(args)
     if args.format == "json":
-        payload = {
-            "server": prometheus.url,
-            "metric_names": len(names),
-            "signals": {
-                name: {
-                    "replica": r.replica.source if r.replica else None,
-                    "fleet": r.fleet.source if r.fleet else None,
-                    "blind": r.blind or name in fleet_blind,
-                    "deprecated_in_use": list(r.deprecated_in_use),
-                }
-                for name, r in sorted(resolutions.items())
-            },
-            "fleet": fleet.name if fleet else None,
-            "unprovable_causes": unprovable,
-            "deprecated_in_use": deprecated,
-        }
-        out.write(json.dumps(payload, indent=2) + "\n")
+        out.write(json.dumps(check.to_json(), indent=2) + "\n")
         return common.EXIT_OK
+    names, resolutions, fleet = check.metric_names, check.resolutions, check.fleet
+    fleet_blind, blind = check.fleet_blind, check.blind
+    unprovable, deprecated = check.unprovable, check.deprecated
     scope = f" for fleet {printable(fleet.name)}" if fleet else ""
     out.write(
-        f"{prometheus.url}: {len(names)} metric names; {len(resolutions) - len(blind)} of "
+        f"{check.server}: {names} metric names; {len(resolutions) - len(blind)} of "
         f"{len(resolutions)} signals resolved{scope}\n"
     )
     width = max(len(n) for n in resolutions)
