@@ -185,6 +185,9 @@ async def test_a_missing_fixture_is_a_tool_error(tmp_path: Path) -> None:
             offline, "diagnose", {"fixture": str(missing)}, f"{missing}:0:", "no such file"
         )
         await assert_tool_error(offline, "replay", {"fixture": str(missing)}, "no such file")
+        # A path that reads like a flag is still a path, never parsed as an option.
+        await assert_tool_error(offline, "replay", {"fixture": "--help"}, "--help", "no such file")
+        await assert_tool_error(offline, "diagnose", {"fixture": "--prometheus=http://x"}, "no such file")
 
 
 async def test_invalid_yaml_is_a_tool_error_naming_file_and_line(tmp_path: Path) -> None:

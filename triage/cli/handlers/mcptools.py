@@ -90,7 +90,8 @@ class Tools:
         return diagnosis_json(diagnosis_of(args))
 
     def replay(self, fixture: str, symptom: str | None, every: str | None) -> dict[str, Any]:
-        args = self._args(replay.COMMAND, [fixture], symptom=symptom, every=every)
+        # The path is set as a value, never parsed: a fixture named like a flag stays a path.
+        args = self._args(replay.COMMAND, ["fixture.yaml"], fixture=fixture, symptom=symptom, every=every)
         return replayed(args).to_json()
 
     def signals_check(self, fleet: str | None, at: str | None) -> dict[str, Any]:
