@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from triage.service.sinks.kind import Kind
+from triage.service.sinks.opsgenie import OPSGENIE
+from triage.service.sinks.pagerduty import PAGERDUTY
 from triage.service.sinks.webhook import SLACK, WEBHOOK
 
-KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (WEBHOOK, SLACK)}
+KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (WEBHOOK, SLACK, PAGERDUTY, OPSGENIE)}
