@@ -23,7 +23,7 @@ from signals.timeparse import format_instant
 from triage.service.app import create_app
 from triage.service.config import load_config
 from triage.service.sinks.kind import group_key_hash
-from triage.service.sinks.pagerduty import carries_key
+from triage.service.sinks.notes import carries_key
 
 from .harness.opsgenie import OpsgenieStandIn
 from .harness.pagerduty import Request

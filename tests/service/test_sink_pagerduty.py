@@ -25,7 +25,8 @@ from signals.timeparse import format_instant
 from triage.service.app import create_app
 from triage.service.config import SinkSettings, load_config
 from triage.service.sinks.kind import Delivery, group_key_hash
-from triage.service.sinks.pagerduty import PAGERDUTY, carries_key
+from triage.service.sinks.notes import carries_key
+from triage.service.sinks.pagerduty import PAGERDUTY
 
 from .harness.pagerduty import PagerDutyStandIn, Request
 from .harness.sink import RecordingSink

@@ -31,7 +31,7 @@ import urllib.parse
 
 from triage.service.sinks.http import Attempt, Response, exchange
 from triage.service.sinks.kind import Delivery, Kind, group_key_hash, text_body
-from triage.service.sinks.pagerduty import (
+from triage.service.sinks.notes import (
     NOTE_MAX_CHARS,
     answered,
     carries_key,

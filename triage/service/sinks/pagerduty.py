@@ -21,8 +21,8 @@ over `NOTE_MAX_CHARS` is refused here as too large, so the outbox shortens it; s
 413, or a 400 that says the content is too long. Every other answer is classified as
 for any sink (`triage.service.sinks.http.refused`): 400/401/403/404 are dead letters at
 once with PagerDuty's own message, 429 and 5xx are retried, a 429 without `Retry-After`
-after PagerDuty's `ratelimit-reset` seconds. The helpers at the end are shared with
-the Opsgenie sink, which works the same way.
+after PagerDuty's `ratelimit-reset` seconds. What it shares with the Opsgenie sink,
+which works the same way, is in `triage.service.sinks.notes`.
 """
 
 from __future__ import annotations
@@ -30,22 +30,24 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from signals.timeparse import parse_instant
-from triage.service.sinks.escape import text_finalize
-from triage.service.sinks.http import Attempt, Response, exchange, retry_after
+from triage.service.sinks.http import Attempt, exchange
 from triage.service.sinks.kind import Delivery, Kind, group_key_hash, text_body
+from triage.service.sinks.notes import (
+    NOTE_MAX_CHARS,
+    answered,
+    carries_key,
+    episode_start,
+    instant,
+    missing,
+    note_content,
+    note_finalize,
+    too_long,
+)
 
 ACCEPT = "application/vnd.pagerduty+json;version=2"
 STATUSES = ("triggered", "acknowledged", "resolved")
-NOTE_MAX_CHARS = 25_000
-"""The longest note content sent; a longer one is shortened by the outbox first."""
-
-KEY_PREFIX = "triage-key: "
-"""The note's last line: `triage-key: <the message's idempotency key>`."""
-
 EPISODE_SLACK = 300.0
 """A resolved incident counts for an episode if opened at most this long before its first alert started."""
 
@@ -80,7 +82,7 @@ def find_incident(delivery: Delivery, headers: Mapping[str, str]) -> tuple[str |
 def choose_incident(incidents: Iterable[Any], since: float | None) -> str | None:
     """An open incident if there is one, else the latest opened since the episode began."""
     found = [i for i in incidents if isinstance(i, dict) and isinstance(i.get("id"), str) and i["id"]]
-    opened = {i["id"]: _instant(i.get("created_at")) for i in found}
+    opened = {i["id"]: instant(i.get("created_at")) for i in found}
     open_now = [i for i in found if i.get("status") in ("triggered", "acknowledged")]
     if open_now:
         return str(max(open_now, key=lambda i: opened[i["id"]] or 0.0)["id"])
@@ -122,77 +124,8 @@ def add_note(delivery: Delivery) -> Attempt:
     return Attempt(True)
 
 
-# -- shared with the Opsgenie sink ---------------------------------------------------
-
-
-def note_finalize(value: Any) -> Any:
-    """A note's `{{ expression }}`: control and bidi characters and line breaks shown as escapes,
-    so a label can neither hide text nor start a line of its own (a forged `triage-key`)."""
-    text = text_finalize(value)
-    return text.replace("\n", "\\n") if isinstance(text, str) else text
-
-
-def note_content(delivery: Delivery) -> str:
-    """The rendered note with the message's idempotency key as its last line."""
-    text = delivery.body.decode("utf-8", "replace").strip()
-    return f"{text}\n\n{KEY_PREFIX}{delivery.key}"
-
-
-def carries_key(texts: Iterable[Any], key: str) -> bool:
-    """Whether one of the notes is this message's (its `triage-key` line)."""
-    line = KEY_PREFIX + key
-    return any(line in (part.strip() for part in str(text).splitlines()) for text in texts if text)
-
-
-def episode_start(message: Mapping[str, Any]) -> float | None:
-    """When the message's first alert started (epoch seconds), if any alert says."""
-    starts = [_instant(a.get("starts_at")) for a in message.get("alerts", []) if isinstance(a, dict)]
-    known = [s for s in starts if s is not None]
-    return min(known) if known else None
-
-
-def missing(what: str, key: str, reason: str, delivery: Delivery) -> Attempt:
-    """The incident or alert is not there (yet): retried within the sink's `retry_window`."""
-    return Attempt(False, f"no {what} {key} yet", reason, retry=True, window=delivery.sink.retry_window)
-
-
-def too_long(chars: int, service: str) -> Attempt:
-    return Attempt(
-        False,
-        f"note of {chars} characters, over {service}'s {NOTE_MAX_CHARS}",
-        "too_long",
-        too_large=True,
-        retry=False,
-    )
-
-
-def answered(response: Response, token: str | None, *rate_headers: str) -> Attempt:
-    """A failed exchange as an attempt: `refused`'s classification; a 429 without `Retry-After`
-    waits for the service's own rate-limit header; a 400 saying "too long" is too large;
-    the token never appears in the error, whatever the far end echoes."""
-    attempt = response.failure or Attempt(False, f"HTTP {response.status}", f"http_{response.status}")
-    if response.status == 429 and attempt.retry_after is None:
-        for name in rate_headers:
-            wait = retry_after(response.headers.get(name))
-            if wait is not None:
-                attempt = replace(attempt, retry_after=wait)
-                break
-    if response.status == 400 and "too long" in attempt.error.lower():
-        attempt = replace(attempt, too_large=True)
-    if token and token in attempt.error:
-        attempt = replace(attempt, error=attempt.error.replace(token, "<token>"))
-    return attempt
-
-
 def _base(delivery: Delivery) -> str:
     return delivery.url.rstrip("/")
-
-
-def _instant(value: Any) -> float | None:
-    try:
-        return parse_instant(value) if value else None
-    except (TypeError, ValueError):
-        return None
 
 
 PAGERDUTY = Kind("pagerduty", "pagerduty.txt.j2", add_note, body=text_body, finalize=note_finalize)
