@@ -59,6 +59,12 @@ from signals.tempprom import TemporaryPrometheus
 
 MAX_IN_FLIGHT = 8
 
+SCOPING = ["--fleet-labels", ""]
+"""The storm's alerts name a fleet (namespace="llm", model_name=...) that the backfilled
+series do not carry: with the service's default fleet labels every group would be
+annotated "no fleet" without a fetch. Fleet scoping off diagnoses each group on the
+whole (one-fleet) Prometheus, as bench/serve_storm.py does."""
+
 
 class CountingProxy:
     """Forwards GETs to a real Prometheus and records the most requests in flight at once.
@@ -247,7 +253,7 @@ def main() -> int:
         TemporaryPrometheus(text, startup_timeout=300) as prometheus,
         CountingProxy(prometheus.url) as proxy,
         tempfile.TemporaryDirectory() as tmp,
-        serving(proxy.url, Path(tmp), args.serve_option) as (process, url, db),
+        serving(proxy.url, Path(tmp), [*SCOPING, *args.serve_option]) as (process, url, db),
     ):
         intake = f"{url}/api/alertmanager"
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
