@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from triage.service.sinks.grafana import GRAFANA
 from triage.service.sinks.kind import Kind
+from triage.service.sinks.teams import TEAMS
 from triage.service.sinks.webhook import SLACK, WEBHOOK
 
-KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (WEBHOOK, SLACK)}
+KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (WEBHOOK, SLACK, TEAMS, GRAFANA)}
