@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
 from signals.tempprom import free_loopback_port
 from triage.service.config import load_config
 from triage.service.runtime import Service
@@ -37,6 +39,19 @@ T = TypeVar("T")
 def closed_port_url() -> str:
     """A loopback URL where nothing listens (connection refused)."""
     return f"http://127.0.0.1:{free_loopback_port()}"
+
+
+def sink_entry(name: str, kind: str, **keys: Any) -> dict[str, Any]:
+    """One sink's settings, retried fast (backoff 0.05 s, at most 0.3 s); `keys` add or override."""
+    return {"name": name, "kind": kind, "backoff": 0.05, "max_backoff": 0.3, **keys}
+
+
+def serve_yaml(tmp_path: Path, *sinks: Mapping[str, Any], extra: str = "", **top: Any) -> str:
+    """A serve.yaml with these sinks, Prometheus retried fast, and `top` keys (public_url, ...)."""
+    document = {**top, "prometheus": {"retry_unavailable": 0.2}, "sinks": [dict(s) for s in sinks]}
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False) + extra)
+    return str(path)
 
 
 def make_service(store: StoreAt, prometheus: str, **flags: Any) -> Service:

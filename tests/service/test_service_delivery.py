@@ -24,25 +24,32 @@ from triage.service.app import create_app
 
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, rows, wait_until
+from .servicekit import (
+    StoreAt,
+    closed_port_url,
+    count,
+    make_service,
+    rows,
+    serve_yaml,
+    sink_entry,
+    wait_until,
+)
 
 
 def sink_config(tmp_path: Path, *sinks: tuple[str, str, str], extra: str = "", **opts: Any) -> str:
     """A config file with the given (name, kind, url) sinks and fast retries."""
-    lines = ["prometheus:", "  retry_unavailable: 0.2", "sinks:"]
-    for name, kind, url in sinks:
-        lines += [
-            f"  - name: {name}",
-            f"    kind: {kind}",
-            f"    url: {url}",
-            "    backoff: 0.05",
-            "    max_backoff: 0.2",
-            f"    max_tries: {opts.get('max_tries', 100)}",
-            f"    max_alerts_listed: {opts.get('listed', 2)}",
-        ]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n" + extra)
-    return str(path)
+    entries = (
+        sink_entry(
+            name,
+            kind,
+            url=url,
+            max_backoff=0.2,
+            max_tries=opts.get("max_tries", 100),
+            max_alerts_listed=opts.get("listed", 2),
+        )
+        for name, kind, url in sinks
+    )
+    return serve_yaml(tmp_path, *entries, extra=extra)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from triage.service.runtime import Service
 
 from .harness.sink import RecordingSink
 from .payloads import notification
-from .servicekit import closed_port_url, count, make_service, wait_until
+from .servicekit import closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
 from .test_service_delivery import group_of
 
 KINDS = ("webhook", "slack")
@@ -30,20 +30,13 @@ KINDS = ("webhook", "slack")
 
 def config(tmp_path: Path, *sinks: tuple[str, str, str], timeout: float = 2.0) -> str:
     """Sinks (name, kind, url) with fast retries and a short timeout."""
-    lines = ["prometheus:", "  retry_unavailable: 0.2", "sinks:"]
-    for name, kind, url in sinks:
-        lines += [
-            f"  - name: {name}",
-            f"    kind: {kind}",
-            f"    url: {url}",
-            "    backoff: 0.05",
-            "    max_backoff: 0.2",
-            "    max_tries: 20",
-            f"    timeout: {timeout}",
-        ]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return serve_yaml(
+        tmp_path,
+        *(
+            sink_entry(name, kind, url=url, max_backoff=0.2, max_tries=20, timeout=timeout)
+            for name, kind, url in sinks
+        ),
+    )
 
 
 def serve(tmp_path: Path, *sinks: tuple[str, str, str], timeout: float = 2.0) -> Service:

@@ -25,7 +25,7 @@ from triage.service.sinks.kind import Delivery, group_key_hash
 from .harness.grafana import GrafanaAPI
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, wait_until
+from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
 
 TOKEN = "glsa_SECRET-token-71c2"
 
@@ -33,28 +33,19 @@ TOKEN = "glsa_SECRET-token-71c2"
 def config(tmp_path: Path, grafana: GrafanaAPI, hook: RecordingSink | None = None, **opts: Any) -> str:
     token_file = tmp_path / "grafana-token"
     token_file.write_text(TOKEN + "\n")
-    lines = [
-        "prometheus:",
-        "  retry_unavailable: 0.2",
-        "sinks:",
-        "  - name: grafana",
-        "    kind: grafana",
-        f"    url: {grafana.url}",
-        f"    token_file: {token_file}",
-        f"    org_id: {grafana.org_id}",
-        "    backoff: 0.05",
-        "    max_backoff: 0.2",
-        f"    timeout: {opts.get('timeout', 5)}",
-        f"    max_tries: {opts.get('max_tries', 100)}",
-        f"    max_alerts_listed: {opts.get('listed', 2)}",
-    ]
-    if opts.get("dashboard"):
-        lines.append(f"    dashboard_uid: {opts['dashboard']}")
-    if hook is not None:
-        lines += ["  - name: hook", "    kind: webhook", f"    url: {hook.url}", "    backoff: 0.05"]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    annotations = sink_entry(
+        "grafana",
+        "grafana",
+        url=grafana.url,
+        token_file=str(token_file),
+        org_id=grafana.org_id,
+        timeout=opts.get("timeout", 5),
+        max_tries=opts.get("max_tries", 100),
+        max_alerts_listed=opts.get("listed", 2),
+        **({"dashboard_uid": opts["dashboard"]} if opts.get("dashboard") else {}),
+    )
+    hooks = [sink_entry("hook", "webhook", url=hook.url)] if hook is not None else []
+    return serve_yaml(tmp_path, annotations, *hooks)
 
 
 @pytest.fixture

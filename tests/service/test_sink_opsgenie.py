@@ -29,7 +29,7 @@ from .harness.opsgenie import OpsgenieStandIn
 from .harness.pagerduty import Request
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, wait_until
+from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
 from .test_service_delivery import group_of
 
 TOKEN = "0f3c9a2e-og-api-key-5ecret"
@@ -53,26 +53,18 @@ def og_config(
 ) -> str:
     token_file = tmp_path / "og-token"
     token_file.write_text(token + "\n")
-    lines = [
-        "public_url: https://triage.example",
-        "prometheus:",
-        "  retry_unavailable: 0.2",
-        "sinks:",
-        "  - name: og",
-        "    kind: opsgenie",
-        *([f"    url: {url}"] if url else []),
-        f"    region: {region}",
-        f"    token_file: {token_file}",
-        f"    retry_window: {window}",
-        "    backoff: 0.05",
-        "    max_backoff: 0.3",
-        f"    timeout: {timeout}",
-        "    max_tries: 100",
-        f"    max_alerts_listed: {listed}",
-    ]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n" + extra)
-    return str(path)
+    og = sink_entry(
+        "og",
+        "opsgenie",
+        **({"url": url} if url else {}),
+        region=region,
+        token_file=str(token_file),
+        retry_window=window,
+        timeout=timeout,
+        max_tries=100,
+        max_alerts_listed=listed,
+    )
+    return serve_yaml(tmp_path, og, extra=extra, public_url="https://triage.example")
 
 
 @pytest.fixture

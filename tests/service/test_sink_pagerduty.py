@@ -31,7 +31,7 @@ from triage.service.sinks.pagerduty import PAGERDUTY
 from .harness.pagerduty import PagerDutyStandIn, Request
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, wait_until
+from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
 from .test_service_delivery import group_of
 
 TOKEN = "u+pd-REST-key-5ecret-9f8e7d"
@@ -55,26 +55,18 @@ def pd_config(
 ) -> str:
     token_file = tmp_path / "pd-token"
     token_file.write_text(token + "\n")
-    lines = [
-        "public_url: https://triage.example",
-        "prometheus:",
-        "  retry_unavailable: 0.2",
-        "sinks:",
-        "  - name: pd",
-        "    kind: pagerduty",
-        f"    url: {url}",
-        f"    token_file: {token_file}",
-        f"    from_email: {FROM}",
-        f"    retry_window: {window}",
-        "    backoff: 0.05",
-        "    max_backoff: 0.3",
-        f"    timeout: {timeout}",
-        "    max_tries: 100",
-        f"    max_alerts_listed: {listed}",
-    ]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n" + extra)
-    return str(path)
+    pd = sink_entry(
+        "pd",
+        "pagerduty",
+        url=url,
+        token_file=str(token_file),
+        from_email=FROM,
+        retry_window=window,
+        timeout=timeout,
+        max_tries=100,
+        max_alerts_listed=listed,
+    )
+    return serve_yaml(tmp_path, pd, extra=extra, public_url="https://triage.example")
 
 
 @pytest.fixture

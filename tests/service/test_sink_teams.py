@@ -26,31 +26,23 @@ from triage.service.sinks.teams import MAX_CARD_BYTES, post_card, teams_text
 from .harness.sink import RecordingSink
 from .harness.teams import TeamsWorkflow
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, wait_until
+from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
 
 
 def config(tmp_path: Path, teams: TeamsWorkflow, hook: RecordingSink | None = None, **opts: Any) -> str:
     """serve.yaml with a Teams sink whose URL is in a file, and optionally a plain webhook."""
     url_file = tmp_path / "teams-url"
     url_file.write_text(teams.webhook_url + "\n")
-    lines = [
-        "prometheus:",
-        "  retry_unavailable: 0.2",
-        "sinks:",
-        "  - name: teams",
-        "    kind: teams",
-        f"    url_file: {url_file}",
-        "    backoff: 0.05",
-        "    max_backoff: 0.2",
-        f"    timeout: {opts.get('timeout', 5)}",
-        f"    max_tries: {opts.get('max_tries', 100)}",
-        f"    max_alerts_listed: {opts.get('listed', 2)}",
-    ]
-    if hook is not None:
-        lines += ["  - name: hook", "    kind: webhook", f"    url: {hook.url}", "    backoff: 0.05"]
-    path = tmp_path / "serve.yaml"
-    path.write_text("\n".join(lines) + "\n" + opts.get("extra", ""))
-    return str(path)
+    card = sink_entry(
+        "teams",
+        "teams",
+        url_file=str(url_file),
+        timeout=opts.get("timeout", 5),
+        max_tries=opts.get("max_tries", 100),
+        max_alerts_listed=opts.get("listed", 2),
+    )
+    hooks = [sink_entry("hook", "webhook", url=hook.url)] if hook is not None else []
+    return serve_yaml(tmp_path, card, *hooks, extra=opts.get("extra", ""))
 
 
 @pytest.fixture

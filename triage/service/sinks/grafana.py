@@ -24,11 +24,10 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signals.timeparse import parse_instant
 from triage.core.escape import printable
 from triage.service.sinks.escape import missing_or
 from triage.service.sinks.http import Attempt, Response, exchange
-from triage.service.sinks.kind import Delivery, Kind, group_key_hash
+from triage.service.sinks.kind import Delivery, Kind, group_key_hash, instant
 
 TAG_CHARS = 64
 """Tags are cut to this: Grafana stores a tag's key and value in short columns."""
@@ -98,26 +97,17 @@ def tags(message: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _instant(value: Any) -> float | None:
-    if value in (None, ""):
-        return None
-    try:
-        return parse_instant(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def region(message: Mapping[str, Any], now: float | None = None) -> tuple[int, int]:
     """The region in epoch milliseconds: from the diagnosis's onset (else the first alert's
     start) to the verdict's instant, or, once resolved, to when the last alert ended."""
     now = time.time() if now is None else now
     d = message.get("diagnosis") or {}
     alerts: Sequence[Mapping[str, Any]] = message.get("alerts") or []
-    starts = [s for s in (_instant(a.get("starts_at")) for a in alerts) if s is not None]
-    at = _instant(d.get("at"))
-    start = _instant(d.get("onset")) or (min(starts) if starts else None) or at or now
+    starts = [s for s in (instant(a.get("starts_at")) for a in alerts) if s is not None]
+    at = instant(d.get("at"))
+    start = instant(d.get("onset")) or (min(starts) if starts else None) or at or now
     if message.get("kind") == "resolved":
-        ends = [e for e in (_instant(a.get("ends_at")) for a in alerts) if e is not None]
+        ends = [e for e in (instant(a.get("ends_at")) for a in alerts) if e is not None]
         end = max(ends) if ends else now
     else:
         end = at if at is not None else start

@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from signals.timeparse import parse_instant
 from triage.service.config import SinkSettings
 from triage.service.sinks.escape import slack_escape
-from triage.service.sinks.http import Attempt
+from triage.service.sinks.http import Attempt, Response, exchange
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,30 @@ class Delivery:
     """The message rendered by the sink's template."""
 
 
+def post_body(delivery: Delivery) -> Response:
+    """POST the rendered body, as JSON, to the sink's URL with the message's `Idempotency-Key`."""
+    return exchange(
+        "POST",
+        delivery.url,
+        body=delivery.body,
+        headers={"Content-Type": "application/json", "Idempotency-Key": delivery.key},
+        timeout=delivery.sink.timeout,
+    )
+
+
 def group_key_hash(group_key: str) -> str:
     """Alertmanager's own key for a group's incident: the SHA-256 hex of its group key, which
     its PagerDuty integration sends as `dedup_key` and its Opsgenie integration as `alias`."""
     return hashlib.sha256(group_key.encode()).hexdigest()
+
+
+def instant(value: Any) -> float | None:
+    """A time of the message (ISO 8601, as `build_message` writes them) in epoch seconds; None
+    when absent or unreadable."""
+    try:
+        return parse_instant(value) if value else None
+    except (TypeError, ValueError):
+        return None
 
 
 def json_body(text: str, note: str | None) -> bytes:

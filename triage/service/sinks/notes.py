@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from signals.timeparse import parse_instant
 from triage.service.sinks.escape import text_finalize
 from triage.service.sinks.http import Attempt, Response, retry_after
-from triage.service.sinks.kind import Delivery
+from triage.service.sinks.kind import Delivery, instant
 
 NOTE_MAX_CHARS = 25_000
 """The longest note content sent; a longer one is shortened by the outbox first."""
@@ -81,10 +80,3 @@ def answered(response: Response, token: str | None, *rate_headers: str) -> Attem
     if token and token in attempt.error:
         attempt = replace(attempt, error=attempt.error.replace(token, "<token>"))
     return attempt
-
-
-def instant(value: Any) -> float | None:
-    try:
-        return parse_instant(value) if value else None
-    except (TypeError, ValueError):
-        return None

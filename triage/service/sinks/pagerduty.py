@@ -33,13 +33,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from triage.service.sinks.http import Attempt, exchange
-from triage.service.sinks.kind import Delivery, Kind, group_key_hash, text_body
+from triage.service.sinks.kind import Delivery, Kind, group_key_hash, instant, text_body
 from triage.service.sinks.notes import (
     NOTE_MAX_CHARS,
     answered,
     carries_key,
     episode_start,
-    instant,
     missing,
     note_content,
     note_finalize,

@@ -24,8 +24,8 @@ from typing import Any
 
 from triage.core.escape import printable
 from triage.service.sinks.escape import missing_or
-from triage.service.sinks.http import Attempt, exchange
-from triage.service.sinks.kind import Delivery, Kind
+from triage.service.sinks.http import Attempt
+from triage.service.sinks.kind import Delivery, Kind, post_body
 
 MAX_CARD_BYTES = 24 * 1024
 """Cards larger than this are shortened before sending: Teams measures a message's size
@@ -141,13 +141,7 @@ def post_card(delivery: Delivery) -> Attempt:
             too_large=True,
             retry=False,
         )
-    response = exchange(
-        "POST",
-        delivery.url,
-        body=delivery.body,
-        headers={"Content-Type": "application/json", "Idempotency-Key": delivery.key},
-        timeout=delivery.sink.timeout,
-    )
+    response = post_body(delivery)
     failure = response.failure
     if failure is None:
         return Attempt(True)

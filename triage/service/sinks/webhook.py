@@ -8,19 +8,13 @@ means too large.
 from __future__ import annotations
 
 from triage.service.sinks.escape import slack_finalize, slack_link
-from triage.service.sinks.http import TOO_LARGE_ERRORS, Attempt, exchange
-from triage.service.sinks.kind import Delivery, Kind, slack_body
+from triage.service.sinks.http import TOO_LARGE_ERRORS, Attempt
+from triage.service.sinks.kind import Delivery, Kind, post_body, slack_body
 
 
-def post_body(delivery: Delivery) -> Attempt:
+def post_message(delivery: Delivery) -> Attempt:
     """POST the body once to the sink's URL."""
-    response = exchange(
-        "POST",
-        delivery.url,
-        body=delivery.body,
-        headers={"Content-Type": "application/json", "Idempotency-Key": delivery.key},
-        timeout=delivery.sink.timeout,
-    )
+    response = post_body(delivery)
     if response.failure is not None:
         return response.failure
     parsed = response.json()
@@ -35,11 +29,11 @@ def post_body(delivery: Delivery) -> Attempt:
     return Attempt(True)
 
 
-WEBHOOK = Kind("webhook", "webhook.json.j2", post_body, functions={"link": slack_link})
+WEBHOOK = Kind("webhook", "webhook.json.j2", post_message, functions={"link": slack_link})
 SLACK = Kind(
     "slack",
     "slack.txt.j2",
-    post_body,
+    post_message,
     body=slack_body,
     finalize=slack_finalize,
     functions={"link": slack_link},
