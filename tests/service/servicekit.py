@@ -41,16 +41,25 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{free_loopback_port()}"
 
 
+class _IndentedLists(yaml.SafeDumper):
+    """Lists indented under their key, as serve.yaml is written by hand, so that a test may
+    append another `  - name: ...` sink to the file."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
 def sink_entry(name: str, kind: str, **keys: Any) -> dict[str, Any]:
     """One sink's settings, retried fast (backoff 0.05 s, at most 0.3 s); `keys` add or override."""
     return {"name": name, "kind": kind, "backoff": 0.05, "max_backoff": 0.3, **keys}
 
 
 def serve_yaml(tmp_path: Path, *sinks: Mapping[str, Any], extra: str = "", **top: Any) -> str:
-    """A serve.yaml with these sinks, Prometheus retried fast, and `top` keys (public_url, ...)."""
+    """A serve.yaml with these sinks, Prometheus retried fast, and `top` keys (public_url, ...);
+    `extra` is appended as it is (more sinks, since the sinks come last)."""
     document = {**top, "prometheus": {"retry_unavailable": 0.2}, "sinks": [dict(s) for s in sinks]}
     path = tmp_path / "serve.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False) + extra)
+    path.write_text(yaml.dump(document, Dumper=_IndentedLists, sort_keys=False) + extra)
     return str(path)
 
 
