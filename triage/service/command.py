@@ -151,7 +151,11 @@ def add_serve_parser(sub: Any) -> None:
     alerts.add_argument(
         "--max-alerts", type=int, metavar="N", help="most alerts in one notification (default 5000)"
     )
-    sinks = s.add_argument_group("sinks (more options in the config file)")
+    sinks = s.add_argument_group(
+        "sinks",
+        "a JSON webhook or Slack from a flag; Microsoft Teams, PagerDuty, Opsgenie and Grafana, "
+        "and every sink option, in the config file's `sinks:` (docs/serve.md, Sinks)",
+    )
     sinks.add_argument(
         "--sink-webhook", metavar="URL", action="append", help="generic JSON webhook (repeatable)"
     )
