@@ -70,6 +70,12 @@ def make_service(store: StoreAt, prometheus: str, **flags: Any) -> Service:
     return Service(load_config(config, values))
 
 
+def deliveries(client: Any, state: str) -> list[dict[str, Any]]:
+    """The outbox's messages in `state` (pending, delivered, dead), as `/api/deliveries` lists them."""
+    found: list[dict[str, Any]] = client.get(f"/api/deliveries?state={state}").json()["deliveries"]
+    return found
+
+
 def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05) -> T:
     """Poll until `condition()` is truthy; its value, or AssertionError at the bound."""
     deadline = time.monotonic() + timeout

@@ -23,7 +23,7 @@ from triage.service.sinks import shortenings
 
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import closed_port_url, count, make_service, rows, wait_until
+from .servicekit import closed_port_url, count, deliveries, make_service, rows, wait_until
 from .test_service_delivery import group_of, sink_config
 
 LISTED = 40
@@ -35,11 +35,6 @@ def big_group(n: int = 120) -> list[dict[str, Any]]:
         alert(f"big-{i}", AT, instance=f"10.42.1.{i}:8000", symptom="tpot_slow", detail="d" * 300)
         for i in range(n)
     ]
-
-
-def deliveries(client: TestClient, state: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = client.get(f"/api/deliveries?state={state}").json()["deliveries"]
-    return found
 
 
 def test_19_a_413_is_answered_by_a_shorter_message_with_a_note(tmp_path: Path) -> None:

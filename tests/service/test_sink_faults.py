@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,7 +21,7 @@ from triage.service.runtime import Service
 
 from .harness.sink import RecordingSink
 from .payloads import notification
-from .servicekit import closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
+from .servicekit import closed_port_url, count, deliveries, make_service, serve_yaml, sink_entry, wait_until
 from .test_service_delivery import group_of
 
 KINDS = ("webhook", "slack")
@@ -45,11 +44,6 @@ def serve(tmp_path: Path, *sinks: tuple[str, str, str], timeout: float = 2.0) ->
     )
 
 
-def outbox(client: TestClient, state: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = client.get(f"/api/deliveries?state={state}").json()["deliveries"]
-    return found
-
-
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_4xx_that_cannot_succeed_is_a_dead_letter_at_once_with_the_sinks_words(
@@ -60,7 +54,7 @@ def test_a_4xx_that_cannot_succeed_is_a_dead_letter_at_once_with_the_sinks_words
         service = serve(tmp_path, ("out", kind, sink.url))
         with TestClient(create_app(service)) as client:
             client.post("/api/alertmanager", json=notification(group_of(1), group="g"))
-            (dead,) = wait_until(lambda: outbox(client, "dead"))
+            (dead,) = wait_until(lambda: deliveries(client, "dead"))
             time.sleep(0.5)  # room for a retry that must not come
             assert len(sink.received) == 1
             assert dead["attempts"] == 1
@@ -99,7 +93,7 @@ def test_a_5xx_or_408_is_retried_until_delivered(tmp_path: Path, status: int) ->
             client.post("/api/alertmanager", json=notification(group_of(1), group="g"))
             wait_until(lambda: count(tmp_path / "t.db", "outbox", "state = 'delivered'") == 1)
             assert [r.status for r in sink.received] == [status, status, status, 200]
-            assert outbox(client, "dead") == []
+            assert deliveries(client, "dead") == []
 
 
 def test_a_sink_that_does_not_answer_times_out_and_is_tried_again(tmp_path: Path) -> None:
@@ -126,4 +120,4 @@ def test_a_failing_sink_holds_back_neither_another_sink_nor_another_group(tmp_pa
             assert broken.wait_for(lambda got: len({r.json["group_key"] for r in got}) == 2, timeout=10)
             broken.recover()
             wait_until(lambda: count(tmp_path / "t.db", "outbox", "state = 'delivered'") == 4)
-            assert outbox(client, "dead") == []
+            assert deliveries(client, "dead") == []

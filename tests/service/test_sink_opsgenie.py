@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -29,7 +28,16 @@ from .harness.opsgenie import OpsgenieStandIn
 from .harness.pagerduty import Request
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
+from .servicekit import (
+    StoreAt,
+    closed_port_url,
+    count,
+    deliveries,
+    make_service,
+    serve_yaml,
+    sink_entry,
+    wait_until,
+)
 from .test_service_delivery import group_of
 
 TOKEN = "0f3c9a2e-og-api-key-5ecret"
@@ -75,10 +83,6 @@ def og() -> Iterator[OpsgenieStandIn]:
 
 def posts(og: OpsgenieStandIn) -> list[Request]:
     return [r for r in og.requests if r.method == "POST"]
-
-
-def dead(client: TestClient) -> list[dict[str, Any]]:
-    return list(client.get("/api/deliveries?state=dead").json()["deliveries"])
 
 
 def test_the_diagnosis_is_a_note_on_the_groups_alert(
@@ -173,7 +177,7 @@ def test_an_asynchronous_failure_is_a_dead_letter_with_opsgenies_words(
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert letter["last_error"] == (
             "Opsgenie did not add the note: Note could not be added: the alert is being deleted (not retried)"
         )
@@ -188,7 +192,7 @@ def test_no_alert_ever_is_a_dead_letter_after_the_window(tmp_path: Path, og: Ops
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1, timeout=15)
         assert time.monotonic() - started >= 1.5
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert letter["last_error"] == f"no Opsgenie alert with alias {ALIAS} yet; gave up after 1.5s"
         assert posts(og) == []
 
@@ -214,7 +218,7 @@ def test_a_refusal_is_a_dead_letter_at_once_with_opsgenies_words(
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert letter["last_error"] == f"{words} (not retried: sending it again cannot succeed)"
         assert letter["attempts"] == 1
         sent = len(og.requests)

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -31,7 +30,16 @@ from triage.service.sinks.pagerduty import PAGERDUTY
 from .harness.pagerduty import PagerDutyStandIn, Request
 from .harness.sink import RecordingSink
 from .payloads import alert, notification
-from .servicekit import StoreAt, closed_port_url, count, make_service, serve_yaml, sink_entry, wait_until
+from .servicekit import (
+    StoreAt,
+    closed_port_url,
+    count,
+    deliveries,
+    make_service,
+    serve_yaml,
+    sink_entry,
+    wait_until,
+)
 from .test_service_delivery import group_of
 
 TOKEN = "u+pd-REST-key-5ecret-9f8e7d"
@@ -79,10 +87,6 @@ def posts(pd: PagerDutyStandIn) -> list[Request]:
     return [r for r in pd.requests if r.method == "POST"]
 
 
-def dead(client: TestClient) -> list[dict[str, Any]]:
-    return list(client.get("/api/deliveries?state=dead").json()["deliveries"])
-
-
 def test_the_diagnosis_is_a_note_on_the_groups_incident_and_resolved_on_the_resolved_one(
     store: StoreAt,
     tmp_path: Path,
@@ -127,9 +131,9 @@ def test_the_diagnosis_is_a_note_on_the_groups_incident_and_resolved_on_the_reso
         assert resolved.startswith("RESOLVED: tpot") and "The group has resolved" in resolved
         assert "First actions:" not in resolved and "lasted 600s" in resolved
         wait_until(lambda: count(db, "outbox", "state = 'delivered'") == 2)
-        deliveries = client.get("/api/deliveries").json()["deliveries"]
-        assert all(d["state"] == "delivered" and d["attempts"] == 1 for d in deliveries)
-        assert TOKEN not in json.dumps(deliveries)
+        listed = client.get("/api/deliveries").json()["deliveries"]
+        assert all(d["state"] == "delivered" and d["attempts"] == 1 for d in listed)
+        assert TOKEN not in json.dumps(listed)
     assert TOKEN not in caplog.text
 
 
@@ -157,7 +161,7 @@ def test_no_incident_ever_is_a_dead_letter_after_the_window(tmp_path: Path, pd: 
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1, timeout=15)
         assert time.monotonic() - started >= 1.5
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert (
             letter["last_error"] == f"no PagerDuty incident with incident_key {KEY} yet; gave up after 1.5s"
         )
@@ -194,7 +198,7 @@ def test_a_refusal_is_a_dead_letter_at_once_with_pagerdutys_words(
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert letter["last_error"] == f"{words} (not retried: sending it again cannot succeed)"
         assert letter["attempts"] == 1
         sent = len(pd.requests)
@@ -214,7 +218,7 @@ def test_a_token_echoed_by_the_far_end_is_never_shown(
     with TestClient(create_app(service)) as client:
         client.post("/api/alertmanager", json=notification(group_of(1), group="tpot"))
         wait_until(lambda: count(db, "outbox", "state = 'dead'") == 1)
-        [letter] = dead(client)
+        [letter] = deliveries(client, "dead")
         assert "<token>" in letter["last_error"] and TOKEN not in json.dumps(letter)
         assert TOKEN not in client.get("/metrics").text
     assert TOKEN not in caplog.text and "<token>" in caplog.text
