@@ -118,7 +118,12 @@ def test_4_ha_pair_duplicates_make_one_annotation_per_episode(
             )
             wait_until(lambda: count(db, "annotations", "state = 'annotated'") == 2, timeout=60)
             assert count(db, "annotations") == 2 and count(db, "work") == 1
-            assert metric(serve.url, "triage_webhook_duplicates_total") >= 2
+            # Every alert delivered past the two episodes is a duplicate (the other member's, or a
+            # retry's), and there was one. How many depends on Alertmanager: a member's first
+            # snapshot of a group may hold only the alerts it had at its first flush.
+            received = metric(serve.url, "triage_webhook_alerts_received_total")
+            duplicates = metric(serve.url, "triage_webhook_duplicates_total")
+            assert duplicates >= 1 and duplicates == received - 2, (received, duplicates)
             assert sink.wait_for(1, timeout=30)
             assert not sink.wait_for(2, timeout=3)
             assert serve.terminate() == 0
