@@ -29,24 +29,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from .sink import Received
+
 Answer = tuple[int, Any, Mapping[str, str]]
 
 
 @dataclass(frozen=True)
-class Request:
-    """One request as the stand-in received it, with the status it was answered (0: none)."""
+class Request(Received):
+    """One request as the stand-in received it (status 0: not answered), with its query parsed."""
 
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-    json: Any
-    status: int
-    at: float
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+    query: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -190,7 +182,7 @@ class ApiStandIn:
         headers = dict(handler.headers.items())
         fault = self._take_fault(handler.command, path)
         if fault is not None and fault.stall and self._release.wait(fault.stall):
-            self._record(Request(handler.command, path, query, headers, raw, parsed, 0, arrived))
+            self._record(Request(handler.command, path, headers, raw, parsed, 0, arrived, query))
             return
         if fault is not None and fault.status:
             answer: Answer = (fault.status, fault.body or self.error(fault.status), fault.headers)
@@ -200,10 +192,10 @@ class ApiStandIn:
             with self._cond:
                 answer = self.route(handler.command, path, query, headers, parsed)
         if fault is not None and fault.drop:
-            self._record(Request(handler.command, path, query, headers, raw, parsed, 0, arrived))
+            self._record(Request(handler.command, path, headers, raw, parsed, 0, arrived, query))
             return
         status, body, extra = answer
-        self._record(Request(handler.command, path, query, headers, raw, parsed, status, arrived))
+        self._record(Request(handler.command, path, headers, raw, parsed, status, arrived, query))
         data = json.dumps(body).encode()
         try:
             handler.send_response(status)
