@@ -40,7 +40,8 @@ TOP_KEYS = (
     "input_series",
     "expect",
 )
-EXPECT_KEYS = ("fleet", "cause", "also", "forbidden", "not_forbidden")
+EXPECT_KEYS = ("fleet", "cause", "verdict", "also", "forbidden", "not_forbidden")
+VERDICTS = ("cause", "ambiguous", "unexplained", "no_incident")
 ALERT_KEYS = ("labels", "annotations")
 SERIES_KEYS = ("series", "values")
 MAX_STEPS = 2_000_000
@@ -58,6 +59,9 @@ class Expect:
     forbidden: tuple[str, ...] = ()
     not_forbidden: tuple[str, ...] = ()
     fleet: str | None = None
+    verdict: str | None = None
+    """The verdict the diagnosis must reach (`cause`, `ambiguous`, `unexplained`,
+    `no_incident`); None: not checked."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,13 @@ def _read_expect(doc: Document, value: Any) -> Expect:
     cause = value.get("cause")
     if cause is not None:
         cause = _string(doc, cause, (*path, "cause"))
+    verdict = value.get("verdict")
+    if verdict is not None:
+        verdict = _string(doc, verdict, (*path, "verdict"))
+        if verdict not in VERDICTS:
+            raise doc.error((*path, "verdict"), f"unknown verdict {verdict!r}; one of {', '.join(VERDICTS)}")
     return Expect(
+        verdict=verdict,
         cause=None if cause in (None, "none") else cause,
         no_cause=cause == "none",
         also=_string_list(doc, value.get("also"), (*path, "also")),

@@ -86,6 +86,7 @@ class SignalFrame:
     _presence: tuple[tuple[str, ...], npt.NDArray[np.bool_]] | None = field(
         init=False, repr=False, default=None
     )
+    _settled: dict[float, SignalFrame] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.times = np.asarray(self.times, dtype=np.float64)
@@ -213,6 +214,48 @@ class SignalFrame:
             self._presence = (names, present)
         return self._presence
 
+    def births(self, min_gap: int = 2) -> tuple[float, ...]:
+        """When the data begins: the first step holding any sample, and every step where samples
+        resume after at least `min_gap` empty steps (a restarted Prometheus, a backfill that
+        starts mid-window). Before a birth there is no history to compare with."""
+        if not self.series:
+            return ()
+        present = np.zeros(len(self.times), dtype=bool)
+        for s in self.series:
+            present |= np.isfinite(s.values)
+        if not present.any():
+            return ()
+        out = [float(self.times[int(np.argmax(present))])]
+        idx = np.flatnonzero(present)
+        gaps = np.flatnonzero(np.diff(idx) > min_gap)
+        out += [float(self.times[idx[g + 1]]) for g in gaps]
+        return tuple(out)
+
+    def settled(self, warmup: float) -> SignalFrame:
+        """This frame with the first `warmup` seconds after every birth emptied (cached).
+
+        Rates and windowed quantiles read low while their windows fill after a series is
+        born, and that climb is no change of the system: nothing is compared with it. Info
+        series (labels, not rates) are kept whole.
+        """
+        cached = self._settled.get(warmup)
+        if cached is not None:
+            return cached
+        warm = np.zeros(len(self.times), dtype=bool)
+        for born in self.births():
+            warm |= (self.times >= born) & (self.times < born + warmup)
+        if not warm.any() or warmup <= 0:
+            self._settled[warmup] = self
+            return self
+        series = [
+            s if _is_info(s.signal) else Series(s.signal, s.labels, np.where(warm, np.nan, s.values))
+            for s in self.series
+        ]
+        settled = SignalFrame(self.times, series, self.source)
+        settled._settled[warmup] = settled
+        self._settled[warmup] = settled
+        return settled
+
     def to_pandas(self, signal: str) -> pd.DataFrame:
         # Imported here: pandas costs a fifth of a second at start-up and only this needs it.
         import pandas as pd
@@ -222,6 +265,12 @@ class SignalFrame:
         columns = {",".join(f"{k}={v}" for k, v in s.labels) or "fleet": s.values for s in rows}
         index = pd.to_datetime(self.times, unit="s", utc=True)
         return pd.DataFrame(columns, index=index)
+
+
+def _is_info(signal: str) -> bool:
+    """An info series (versions, configuration) holds labels, not a rate: no warm-up to skip."""
+    spec = SIGNALS.get(signal)
+    return spec is not None and spec.kind == "info"
 
 
 def build_frame(times: Iterable[float], series: Iterable[Series], source: str = "") -> SignalFrame:

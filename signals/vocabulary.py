@@ -163,6 +163,69 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
     ]
 }
 
+EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
+    "engine": (
+        "ttft_p99_seconds",
+        "ttft_p50_seconds",
+        "tpot_p99_seconds",
+        "tpot_p50_seconds",
+        "e2e_p99_seconds",
+        "request_rate",
+        "error_ratio",
+        "truncated_ratio",
+        "prompt_tokens_p95",
+        "output_tokens_p95",
+        "long_prompt_ratio",
+        "prompt_tokens_max_bucket",
+        "queue_waiting",
+        "requests_running",
+        "queue_time_p99_seconds",
+        "prefill_time_p99_seconds",
+        "prefix_hit_ratio",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "kv_usage_ratio",
+        "preemption_rate",
+        "build_info",
+        "config_info",
+    ),
+    "gpu exporter (DCGM)": (
+        "gpu_memory_used_ratio",
+        "gpu_util_ratio",
+        "gpu_temp_celsius",
+        "gpu_power_watts",
+        "gpu_throttle",
+        "gpu_xid",
+        "gpu_ecc_errors",
+    ),
+    "kube-state-metrics": (
+        "replicas_ready",
+        "replicas_desired",
+        "replicas_updated",
+        "restarts",
+        "oom_killed",
+        "terminated_error",
+        "exit_code",
+    ),
+    "kubelet prober": ("probe_failures",),
+    "gateway": (
+        "gateway_latency_p99_seconds",
+        "gateway_queue",
+        "gateway_inflight",
+        "upstream_error_ratio",
+        "backends_routed",
+        "rejected_ratio",
+        "timeout_ratio",
+        "fallback_ratio",
+    ),
+    "billing": ("cost_per_1k_tokens", "spend_rate", "list_price_per_1k_tokens"),
+}
+"""Which exporter usually serves each signal: a fleet that runs none of an exporter's signals
+does not monitor that part at all ("not monitored: gateway"), which is said apart from a
+single signal that is blind."""
+
+EXPORTER_OF: Final[dict[str, str]] = {s: e for e, names in EXPORTERS.items() for s in names}
+
 REPLICA_LABEL: Final = "instance"
 DEFAULT_FLEET_LABELS: tuple[str, ...] = ("namespace", "model_name")
 """The engine labels that name a fleet unless told otherwise (`--fleet-labels`)."""

@@ -103,6 +103,8 @@ def check_expect(diagnosis: Diagnosis, expect: Expect) -> ExpectResult:
                 f" (ranked #{ranked.index(expect.cause) + 1})" if expect.cause in ranked else " (not ranked)"
             )
             problems.append(f"expected top cause {expect.cause}{where}, got {got}")
+    if expect.verdict is not None and diagnosis.verdict != expect.verdict:
+        problems.append(f"expected verdict {expect.verdict}, got {diagnosis.verdict}")
     for cause in expect.also:
         if cause not in ranked:
             problems.append(f"expected {cause} also ranked; it is not")

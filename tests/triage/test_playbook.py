@@ -251,8 +251,8 @@ def test_change_checks_read_info_signals_only() -> None:
     found = problems(
         edit(
             "causes-supply.yaml",
-            "- {kind: change, signal: build_info}\n    supports:",
-            "- {kind: change, signal: request_rate}\n    supports:",
+            "- {kind: change, signal: build_info, key: true}",
+            "- {kind: change, signal: request_rate, key: true}",
         )
     )
     assert any("a change check reads an info signal" in p for p in found), found
@@ -296,3 +296,13 @@ def test_not_and_key_are_check_options_any_kind_takes() -> None:
         edit("causes-edge.yaml", "signal: probe_failures, key: true", "signal: probe_failures, key: maybe")
     )
     assert any("key" in p for p in found), found
+
+
+def test_floors_name_known_signals() -> None:
+    found = problems(edit("settings.yaml", "    request_rate: 0.5", "    request_rat: 0.5"))
+    assert any("settings.floors.request_rat: unknown signal 'request_rat' (did you mean request_rate?)" in p for p in found), found
+
+
+def test_symptom_is_takes_values_only() -> None:
+    found = problems(edit("causes-supply.yaml", "{kind: symptom_is, values: [quality_down]}", "{kind: symptom_is}"))
+    assert any("a symptom_is check needs values" in p for p in found), found

@@ -20,6 +20,8 @@ NO_SYMPTOM = "none"
 
 Role = Literal["requires", "supports", "against", "detect"]
 Status = Literal["ranked", "ruled_out", "unproven", "no_departure"]
+Verdict = Literal["cause", "ambiguous", "unexplained", "no_incident"]
+VERDICTS: tuple[str, ...] = ("cause", "ambiguous", "unexplained", "no_incident")
 
 
 def _num(value: float | None) -> float | None:
@@ -43,6 +45,10 @@ class Evidence:
     replicas: tuple[str, ...] = ()
     departure: bool = False
     margin: float = 0.0
+    live: bool = True
+    """False when what the check found held earlier in the incident but no longer holds in
+    the recent window (a rollout that finished, a restart wave that ended): past evidence,
+    shown as such and weighed less."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -53,6 +59,8 @@ class Evidence:
             "holds": self.holds,
             "role": self.role,
         }
+        if self.holds and not self.live:
+            out["live"] = False
         if self.note:
             out["note"] = self.note
         if self.replicas:
@@ -77,13 +85,66 @@ class Action:
 
 @dataclass(frozen=True)
 class Forbidden:
-    """An action that would be wrong now, with the reason drawn from the evidence."""
+    """An action that would be wrong now, with the reason drawn from the evidence.
+
+    `tempting` marks the actions this evidence makes tempting (scale-out while queues rise,
+    raising gpu_memory_utilization while KV is full): shown first. The others are red lines
+    that hold on every path and are folded into one line of the terminal text.
+    """
 
     action: str
     reason: str
+    tempting: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "reason": self.reason}
+        return {"action": self.action, "reason": self.reason, "tempting": self.tempting}
+
+
+@dataclass(frozen=True)
+class FirstMover:
+    """A signal (on one replica, or the fleet's view) that left its baseline around the onset."""
+
+    signal: str
+    replica: str | None
+    layer: str
+    moved_at: float
+    before: float
+    after: float
+
+    @property
+    def change(self) -> str:
+        return f"{_short(self.before)} -> {_short(self.after)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal,
+            "replica": self.replica,
+            "layer": self.layer,
+            "moved_at": format_instant(self.moved_at),
+            "change": self.change,
+        }
+
+
+@dataclass(frozen=True)
+class Unmonitored:
+    """An exporter the fleet does not run at all: its signals, and the causes left unprovable."""
+
+    source: str
+    signals: tuple[str, ...]
+    causes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "signals": list(self.signals), "causes": list(self.causes)}
+
+
+def _short(value: float) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
 
 
 @dataclass(frozen=True)
@@ -136,6 +197,19 @@ class Diagnosis:
     fleet: tuple[tuple[str, str], ...] = ()
     """The labels of the fleet diagnosed (`namespace`, `model_name`, its workload); empty when
     the signals were not scoped to one fleet (a fixture of one fleet, an unscoped selector)."""
+    verdict: Verdict = "unexplained"
+    """`cause`, `ambiguous` (the first causes within the margin), `unexplained` (the symptom
+    is breached and no cause holds) or `no_incident` (the server's signals show no breach)."""
+    ambiguous: tuple[tuple[str, str], ...] = ()
+    """When the verdict is `ambiguous`: each cause within the margin, and what tells it apart."""
+    first_movers: tuple[FirstMover, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the verdict rests on beyond the causes: the second opinion of the first movers,
+    a history that begins inside the window, a symptom not breached server-side."""
+    unmonitored: tuple[Unmonitored, ...] = ()
+    history_start: float | None = None
+    """When the data begins inside the lookback (a new fleet, a restarted Prometheus): there
+    is no baseline before it, and no onset is placed at it."""
 
     @property
     def top(self) -> CauseFinding | None:
@@ -154,6 +228,12 @@ class Diagnosis:
             "first_actions": [a.to_json() for a in self.first_actions],
             "forbidden": [f.to_json() for f in self.forbidden],
             "missing_signals": list(self.missing_signals),
+            "verdict": self.verdict,
+            "ambiguous": [{"cause": c, "tells_apart": t} for c, t in self.ambiguous],
+            "first_movers": [m.to_json() for m in self.first_movers],
+            "notes": list(self.notes),
+            "unmonitored": [u.to_json() for u in self.unmonitored],
+            "history_start": format_instant(self.history_start) if self.history_start is not None else None,
             "signal_problems": dict(self.signal_problems),
             "ruled_out": [
                 {"cause": c.cause, "status": c.status, "why": c.why_not}

@@ -27,12 +27,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from signals.frame import SignalFrame
-from signals.timeparse import format_duration, format_instant
+from signals.timeparse import format_duration, format_instant, parse_duration
 from signals.vocabulary import SIGNALS
 from triage.core.checks import Context, evaluate, evaluate_entry
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
+from triage.core.movers import first_movers
 from triage.core.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
+from triage.core.verdict import second_opinion, tells_apart, tied, unmonitored, verdict_of
 from triage.core.windows import Onset, find_onset, make_windows
 
 SUPPORT_WEIGHT = 0.5
@@ -57,9 +59,9 @@ def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: flo
     numeric = [s for s in spec.onset if SIGNALS.get(s) is None or SIGNALS[s].kind != "info"]
     info = [s for s in spec.onset if s not in numeric]
     onset = find_onset(frame, numeric, at, kb.settings)
-    if info and (onset is None or not _detect(graph, frame, symptom, at, onset)[2]):
+    if info and (onset is None or not _detect(graph, frame, symptom, at, onset)[3]):
         changed = find_onset(frame, info, at, kb.settings)
-        if changed is not None and (onset is None or _detect(graph, frame, symptom, at, changed)[2]):
+        if changed is not None and (onset is None or _detect(graph, frame, symptom, at, changed)[3]):
             onset = changed
     if onset is None:
         fallback: set[str] = set()
@@ -72,13 +74,15 @@ def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: flo
 
 def _detect(
     graph: TriageGraph, frame: SignalFrame, symptom: str, at: float, onset: Onset | None
-) -> tuple[float, tuple[Evidence, ...], bool | None]:
-    """Severity (>= 1 when visible), the detection evidence, and whether it is visible."""
+) -> tuple[float, tuple[Evidence, ...], bool | None, bool | None]:
+    """Severity (>= 1 when visible), the detection evidence, whether it is visible (an
+    alerting line of `detect` holds) and whether it is breached at all (`detect` or `breach`)."""
     kb = graph.knowledge
-    ctx = Context(frame, make_windows(frame, at, onset.time if onset else None, kb.settings))
+    ctx = Context(frame, make_windows(frame, at, onset.time if onset else None, kb.settings), kb.settings.floors)
     evidence = []
     severity = 0.0
-    for check in kb.symptoms[symptom].detect:
+    spec = kb.symptoms[symptom]
+    for check in spec.detect:
         result = evaluate(ctx, check)
         evidence.append(_with_role(result, "detect"))
         if result.holds and result.value is not None and math.isfinite(result.value):
@@ -90,7 +94,16 @@ def _detect(
                 severity = max(severity, 1.0)
     known = [e.holds for e in evidence if e.holds is not None]
     visible = any(known) if known else None
-    return severity, tuple(evidence), visible
+    breach = [_with_role(evaluate(ctx, check), "detect") for check in spec.breach]
+    evidence += [e for e in breach if e.holds]
+    seen = known + [e.holds for e in breach if e.holds is not None]
+    breached = any(seen) if seen else None
+    if not visible and breached:
+        # below every alerting line: ranked after any symptom that crosses one
+        severity = max(
+            (e.value / e.baseline) / 10 for e in breach if e.holds and e.value and e.baseline and e.baseline > 0
+        ) if any(e.holds and e.value and e.baseline for e in breach) else 0.1
+    return severity, tuple(evidence), visible, breached
 
 
 def _with_role(evidence: Evidence, role: Role) -> Evidence:
@@ -140,7 +153,13 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     strength = [e.margin for e in required + support if e.holds]
     score = 0.45 + 0.4 * (explained / total) + 0.15 * (sum(strength) / len(strength))
     score *= UNKNOWN_REQUIRED_PENALTY ** sum(1 for e in required if e.holds is None)
-    score *= AGAINST_PENALTY ** sum(1 for e in against if e.holds)
+    past_against = 1.0 - (1.0 - AGAINST_PENALTY) * graph.knowledge.settings.past_weight
+    for e in against:
+        if e.holds:
+            score *= AGAINST_PENALTY if e.live else past_against
+    if any(e.holds and not e.live for e in required):
+        # what a required check found has ended before the last minutes: past, not present
+        score *= graph.knowledge.settings.past_weight
     return finding("ranked", round(min(score, 1.0), 4))
 
 
@@ -249,7 +268,9 @@ def _forbidden(
         if top is not None and top.cause in rule.unless_top_cause:
             continue
         now = ""
+        tempting = True
         if rule.when.always or symptom in rule.when.symptoms:
+            tempting = any(evaluate(ctx, check).holds for check in rule.tempting_when)
             if rule.unless_top_cause:
                 wanted = " or ".join(rule.unless_top_cause)
                 now = (
@@ -263,6 +284,8 @@ def _forbidden(
                 now = f"{shown.signal} {shown.note}"
             elif top is not None:
                 now = f"the top cause is {top.cause} ({_summary(top, 1)})"
+            elif symptom == NO_SYMPTOM:
+                now = "no symptom is breached in the server's own signals"
             else:
                 now = f"the symptom is {symptom}"
         else:
@@ -277,7 +300,8 @@ def _forbidden(
                         now = f"{result.check}: {result.note}"
                         break
         if now:
-            out.append(Forbidden(fid, f"{rule.reason.strip()} Now: {now}."))
+            out.append(Forbidden(fid, f"{rule.reason.strip()} Now: {now}.", tempting))
+    out.sort(key=lambda f: not f.tempting)
     return out
 
 
@@ -301,26 +325,31 @@ def diagnose(
     when = frame.end if at is None else at
     if not frame.start <= when <= frame.end:
         raise ValueError(f"at {when} is outside the data ({frame.start} to {frame.end})")
+    raw = frame
+    frame = frame.settled(parse_duration(kb.settings.windows.warmup))
     if symptom != AUTO and symptom not in kb.symptoms:
         raise ValueError(f"unknown symptom {symptom}")
     symptom_source = source or ("given" if symptom != AUTO else "auto")
 
     onsets: dict[str, Onset | None] = {}
     if symptom == AUTO:
-        best: tuple[float, str] | None = None
-        detections: dict[str, tuple[tuple[Evidence, ...], bool | None]] = {}
+        best: tuple[bool, float, str] | None = None
+        detections: dict[str, tuple[tuple[Evidence, ...], bool | None, bool | None]] = {}
         for sid in sorted(kb.symptoms):
             onsets[sid] = _symptom_onset(graph, frame, sid, when)
-            severity, evidence, visible = _detect(graph, frame, sid, when, onsets[sid])
-            detections[sid] = (evidence, visible)
-            if visible and severity > 0 and (best is None or severity > best[0]):
-                best = (severity, sid)
-        chosen = best[1] if best else NO_SYMPTOM
-        symptom_evidence, symptom_visible = detections[chosen] if best else ((), False)
+            severity, evidence, visible, breached_here = _detect(graph, frame, sid, when, onsets[sid])
+            detections[sid] = (evidence, visible, breached_here)
+            rank = (bool(visible), severity, sid)
+            if breached_here and severity > 0 and (best is None or rank[:2] > best[:2]):
+                best = rank
+        chosen = best[2] if best else NO_SYMPTOM
+        symptom_evidence, symptom_visible, symptom_breached = detections[chosen] if best else ((), False, False)
     else:
         chosen = symptom
         onsets[chosen] = _symptom_onset(graph, frame, chosen, when)
-        _, symptom_evidence, symptom_visible = _detect(graph, frame, chosen, when, onsets[chosen])
+        _, symptom_evidence, symptom_visible, symptom_breached = _detect(
+            graph, frame, chosen, when, onsets[chosen]
+        )
 
     if chosen == NO_SYMPTOM:
         candidates = sorted(kb.causes)
@@ -333,15 +362,41 @@ def diagnose(
         layers = graph.layers_of(chosen)
 
     windows = make_windows(frame, when, onset.time if onset else None, kb.settings)
-    ctx = Context(frame, windows)
+    ctx = Context(frame, windows, kb.settings.floors, chosen)
     walked = [_score_cause(ctx, graph, c) for c in candidates]
     asked = frozenset(candidates) if chosen != NO_SYMPTOM else None
     walked += _partners(ctx, graph, walked)
     candidates = [f.cause for f in walked]
-    ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
-    ranked = _order(ranked, graph, asked)
+    breached = chosen != NO_SYMPTOM and symptom_breached is not False
+    movers = first_movers(frame, kb.settings, windows.onset, when)
+    notes: list[str] = []
+    if breached:
+        ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
+        ranked, opinion = second_opinion(
+            graph, _order(ranked, graph, asked), movers, frame.step, kb.settings.second_opinion_penalty
+        )
+        ranked = _order(ranked, graph, asked)
+        notes += opinion
+    else:
+        ranked = []
+        notes.append(
+            f"{chosen} is not breached in the server's own signals: no incident is seen server-side"
+            if chosen != NO_SYMPTOM
+            else "no symptom is breached in the server's own signals: no incident is seen server-side"
+        )
     by_id = {f.cause: f for f in ranked}
-    walked = [by_id.get(f.cause, f) for f in walked]
+    walked = [by_id.get(f.cause, f) if breached else _unranked(f) for f in walked]
+    verdict = verdict_of(breached, ranked, kb.settings.ambiguity_margin)
+    close = tied(ranked, kb.settings.ambiguity_margin) if verdict == "ambiguous" else []
+    ambiguous = tuple(
+        (c.cause, tells_apart(graph, c, [o for o in close if o is not c])) for c in close
+    )
+    born = _history_start(raw, frame, windows.baseline, when, kb)
+    if born is not None:
+        notes.append(
+            f"the data begins at {format_instant(born)[11:]}: there is no baseline before it, "
+            "and the hour before the onset is not fully covered"
+        )
 
     forbidden = _forbidden(graph, ctx, chosen, ranked, symptom_evidence)
     forbidden_ids = {f.action for f in forbidden}
@@ -362,6 +417,7 @@ def diagnose(
             _entry_signals(spec.requires) | _entry_signals(spec.supports) | _entry_signals(spec.against)
         )
     missing = tuple(sorted(s for s in referenced if not frame.has(s)))
+    present = {s: frame.has(s) for s in SIGNALS}
 
     return Diagnosis(
         symptom=chosen,
@@ -377,7 +433,36 @@ def diagnose(
         symptom_visible=symptom_visible,
         walked=tuple(walked),
         layers=layers,
+        verdict=verdict,
+        ambiguous=ambiguous,
+        first_movers=movers,
+        notes=tuple(notes),
+        unmonitored=unmonitored(graph, referenced, present, walked),
+        history_start=born,
     )
+
+
+def _unranked(finding: CauseFinding) -> CauseFinding:
+    """A cause that held but is not named: below the minimum score, or no incident to explain."""
+    if finding.status != "ranked":
+        return finding
+    return replace(finding, status="no_departure", why_not=finding.why_not or "not ranked: no breach to explain")
+
+
+def _history_start(
+    raw: SignalFrame, frame: SignalFrame, baseline: tuple[float, float], at: float, kb: Knowledge
+) -> float | None:
+    """The latest birth of the data before `at` when the baseline hour does not fit after it
+    (a fleet deployed minutes ago, a restarted Prometheus): the answer says there is no history."""
+    births = [b for b in raw.births() if b <= at]
+    if not births:
+        return None
+    born = births[-1]
+    settled = born + parse_duration(kb.settings.windows.warmup)
+    wanted = parse_duration(kb.settings.windows.baseline)
+    if baseline[1] - max(baseline[0], settled) >= 0.5 * wanted:
+        return None
+    return born
 
 
 def onset_text(diagnosis: Diagnosis) -> str:

@@ -54,8 +54,11 @@ class Windows:
     long_baseline: tuple[float, float]
 
 
-def change_point(times: FloatArray, values: FloatArray, worse_up: bool) -> tuple[float, float, float] | None:
-    """(time, t score, relative shift) of the strongest shift for the worse, or None."""
+def change_point(
+    times: FloatArray, values: FloatArray, worse_up: bool
+) -> tuple[float, float, float, float, float] | None:
+    """(time, t score, relative shift, mean before, mean after) of the strongest shift for
+    the worse, or None. The means are in the signal's own sign."""
     mask = np.isfinite(values)
     if mask.sum() < 2 * MIN_SEGMENT:
         return None
@@ -84,7 +87,8 @@ def change_point(times: FloatArray, values: FloatArray, worse_up: bool) -> tuple
     before, after = float(m1[best]), float(m2[best])
     denominator = max(abs(before), abs(after), 1e-12)
     shift = (after - before) / denominator
-    return float(t[k[best]]), float(score[best]), shift
+    sign = 1.0 if worse_up else -1.0
+    return float(t[k[best]]), float(score[best]), shift, sign * before, sign * after
 
 
 def find_onset(frame: SignalFrame, signals: list[str], at: float, settings: Settings) -> Onset | None:
@@ -106,8 +110,10 @@ def find_onset(frame: SignalFrame, signals: list[str], at: float, settings: Sett
         found = change_point(times, frame.fleet(name)[span], worse_up)
         if found is None:
             continue
-        time, score, shift = found
+        time, score, shift, before, after = found
         if score < settings.onset_min_score or shift < settings.onset_min_shift:
+            continue
+        if abs(after - before) < settings.floors.get(name, 0.0):
             continue
         if best is None or score > best.score:
             best = Onset(time, name, score, shift)

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from triage.core.checks.baseline import check_above_below, check_rise_drop, check_shape, check_steady
 from triage.core.checks.context import Context
-from triage.core.checks.events import check_change, check_event, check_label_is, check_wave
+from triage.core.checks.events import check_change, check_event, check_label_is, check_symptom_is, check_wave
 from triage.core.checks.replicas import check_broad, check_outlier, check_replicas_lost, check_shortfall
 from triage.core.model import Evidence
 from triage.core.playbook import AnyOf, CheckSpec
@@ -46,6 +46,7 @@ KINDS: dict[str, Callable[[Context, CheckSpec], Evidence]] = {
     "replicas_lost": check_replicas_lost,
     "wave": check_wave,
     "steady": check_steady,
+    "symptom_is": check_symptom_is,
 }
 
 
@@ -72,6 +73,7 @@ def _negated(result: Evidence) -> Evidence:
         departure=False,
         margin=1.0 if holds else 0.0,
         replicas=(),
+        live=True,
     )
 
 
@@ -83,7 +85,7 @@ def evaluate_entry(ctx: Context, entry: CheckSpec | AnyOf) -> Evidence:
     holding = [r for r in results if r.holds]
     text = " or ".join(r.check for r in results)
     if holding:
-        best = max(holding, key=lambda r: (r.margin, r.departure))
+        best = max(holding, key=lambda r: (r.live, r.margin, r.departure))
         return replace(best, check=text, departure=any(r.departure for r in holding))
     if all(r.holds is False for r in results):
         return replace(results[0], check=text, holds=False, note="; ".join(r.note for r in results if r.note))

@@ -33,6 +33,7 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     rising = check.kind == "rise"
     factor = check.factor if check.factor is not None else (1.5 if rising else 0.7)
     min_delta = check.min_delta or 0.0
+    floor = ctx.floor(check)
     op = ">=" if rising else "<="
     text = f"{check.signal} {op} {factor:g}x baseline"
     if min_delta:
@@ -45,19 +46,23 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     _, base, now = compared
     if rising:
         holds = (
-            now >= base * factor and now - base >= min_delta
+            now >= base * factor and now - base >= floor
             if base > 0
-            else now - base >= max(min_delta, 1e-9)
+            else now - base >= max(floor, 1e-9)
         )
         ratio = now / base if base > 0 else math.inf
         margin = _clip((math.log(ratio) / math.log(factor)) - 1.0) if base > 0 and now > 0 else 1.0
     else:
-        holds = now <= base * factor and base - now >= min_delta
+        holds = now <= base * factor and base - now >= floor
         ratio = now / base if base > 0 else 1.0
         margin = _clip((math.log(ratio) / math.log(factor)) - 1.0) if now > 0 and base > 0 else 1.0
     note = f"{_fmt(now)} vs {_fmt(base)} before" + (
         f" ({ratio:.2f}x)" if base > 0 and math.isfinite(ratio) else ""
     )
+    if not holds and floor > min_delta and abs(now - base) < floor and (
+        (rising and now >= base * factor) or (not rising and now <= base * factor)
+    ):
+        note += f"; a change under the {_fmt(floor)} floor"
     return Evidence(
         check.signal, text, bool(holds), now, base, note=note, departure=True, margin=margin if holds else 0.0
     )
@@ -72,6 +77,7 @@ def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
     assert check.signal is not None
     factor = check.factor or 1.2
     min_delta = check.min_delta or 0.0
+    forgiven = ctx.floor(check)
     bound = {"high": "not above", "low": "not below", None: "within"}[check.direction]
     text = f"{check.signal} {bound} {factor:g}x of baseline"
     if min_delta:
@@ -84,8 +90,8 @@ def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
         up, down = now / base <= factor, base / now <= factor
     else:
         up = down = abs(now - base) <= 1e-9
-    up = up or now - base <= min_delta
-    down = down or base - now <= min_delta
+    up = up or now - base <= forgiven
+    down = down or base - now <= forgiven
     holds = up if check.direction == "high" else down if check.direction == "low" else up and down
     note = f"{_fmt(now)} vs {_fmt(base)} before"
     return Evidence(check.signal, text, bool(holds), now, base, note=note, margin=1.0 if holds else 0.0)
@@ -156,7 +162,7 @@ def check_shape(ctx: Context, check: CheckSpec) -> Evidence:
         return compared
     values, base, now = compared
     total = now - base
-    if base <= 0 or now < base * factor or total <= 0:
+    if base <= 0 or now < base * factor or total <= 0 or total < ctx.floor(check):
         return Evidence(
             check.signal, text, False, now, base, note=f"no rise: {_fmt(now)} vs {_fmt(base)}", departure=True
         )

@@ -7,6 +7,7 @@ leading underscore are private to the checks package.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,10 @@ class Context:
 
     frame: SignalFrame
     windows: Windows
+    floors: Mapping[str, float] = field(default_factory=dict)
+    """Per signal, the smallest absolute change that is a departure (settings `floors`)."""
+    symptom: str = ""
+    """The symptom diagnosed: what a cause's evidence must fit (`symptom_is`)."""
     _views: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
     _results: dict[CheckSpec, Evidence] = field(default_factory=dict)
 
@@ -42,6 +47,12 @@ class Context:
             values = self.frame.fleet(signal)
         self._views[key] = values
         return values
+
+    def floor(self, check: CheckSpec) -> float:
+        """The absolute change a check on this signal needs: its own `min_delta` or the
+        signal's floor, whichever is larger."""
+        own = check.min_delta or 0.0
+        return max(own, self.floors.get(check.signal or "", 0.0))
 
     def since_onset(self, within: str) -> tuple[float, float]:
         """From `within` before the onset (the recent window's start when no onset was found)

@@ -69,10 +69,8 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         seen_any = True
         high = now_f > threshold
         old_high = old_f > threshold
-        last_old = float(old_f[-1]) if old_f.size else math.nan
         if high.any():
-            new = not old_high.any() or (math.isfinite(last_old) and last_old <= threshold)
-            if new:
+            if new_against_background(float(high.mean()), float(old_high.mean()) if old_f.size else 0.0):
                 flagged.append(name)
                 peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
         if old_f.size:
@@ -97,6 +95,23 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         departure=True,
         margin=1.0 if holds else 0.0,
     )
+
+
+DUTY_FACTOR = 2.0
+DUTY_MIN_RISE = 0.05
+
+
+def new_against_background(duty_now: float, duty_before: float) -> bool:
+    """Whether an event's share of samples since the onset is new against its own past.
+
+    A flag, counter or state that fired before the onset at the same rate is background (a
+    throttle flag blinking on a healthy GPU, a replica that restarts now and then): it counts
+    only when it fires at least twice as often, and noticeably more, than before. One that
+    never fired before is new however briefly it fires now.
+    """
+    if duty_before <= 0.0:
+        return duty_now > 0.0
+    return duty_now >= DUTY_FACTOR * duty_before and duty_now - duty_before >= DUTY_MIN_RISE
 
 
 def _previous(values: FloatArray) -> FloatArray:
@@ -297,6 +312,11 @@ def check_wave(ctx: Context, check: CheckSpec) -> Evidence:
     distinct = len(set(firsts.values()))
     holds = len(firsts) >= minimum and distinct >= 2
     note = f"{len(firsts)} of {len(view.replicas)} replicas, at {distinct} different times"
+    recent_start, at = ctx.windows.recent
+    since = ctx.frame.index(recent_start - (at - recent_start), at)
+    live = bool((np.isfinite(view.values[:, since]) & (view.values[:, since] > threshold)).any())
+    if holds and not live:
+        note += "; over before the last minutes"
     return Evidence(
         check.signal,
         text,
@@ -307,4 +327,17 @@ def check_wave(ctx: Context, check: CheckSpec) -> Evidence:
         replicas=tuple(sorted(firsts, key=lambda n: (firsts[n], n))),
         departure=True,
         margin=1.0 if holds else 0.0,
+        live=live,
     )
+
+
+def check_symptom_is(ctx: Context, check: CheckSpec) -> Evidence:
+    """The symptom diagnosed is one of `values`: a state of the question, not of the data.
+
+    A change marker fits some symptoms by itself (answers got worse after a release: the
+    metrics cannot show quality) and no others; this says which.
+    """
+    assert check.values is not None
+    text = f"the symptom is {' or '.join(check.values)}"
+    holds = ctx.symptom in check.values
+    return Evidence("", text, holds, note=f"symptom {ctx.symptom or 'none'}", margin=1.0 if holds else 0.0)

@@ -183,6 +183,7 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
     want = np.sum([ctx.frame.fleet(s) for s in wanted], axis=0)
     gap = want * factor - have
     now = _median(_window(ctx, gap, ctx.windows.recent))
+    current = now
     if check.within:
         # at any time since just before the onset: a gap that has closed again still counts
         # (the only replica gone for minutes during a rollout, then back)
@@ -197,6 +198,9 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
         return _unknown(check, text, "no recent data")
     floor = max(min_delta, 1e-9)
     holds = now >= floor and (math.isnan(before) or before < floor)
+    # a gap closed through the whole recent window held in the incident, not now: past evidence
+    recent_gap = _window(ctx, gap, ctx.windows.recent)
+    live = not (math.isfinite(current) and bool(np.all(recent_gap[np.isfinite(recent_gap)] < floor)))
     note = (
         f"{_fmt(ready)} of {_fmt(desired)} ready"
         if len(wanted) == 1 and factor == 1.0
@@ -208,9 +212,10 @@ def check_shortfall(ctx: Context, check: CheckSpec) -> Evidence:
         bool(holds),
         ready,
         desired,
-        note=note,
+        note=note + ("" if live or not holds else "; closed again since"),
         departure=True,
         margin=_clip(now / max(desired * factor, 1.0) * 4) if holds else 0.0,
+        live=live,
     )
 
 

@@ -222,9 +222,19 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
                     f"unknown symptom '{rule.symptom}'{suggest(rule.symptom, symptoms)}",
                 )
 
+    if settings is not None and where_settings is not None:
+        for name in settings.floors:
+            if name not in SIGNALS:
+                problem(
+                    where_settings,
+                    ("settings", "floors", name),
+                    f"unknown signal '{name}'{suggest(name, SIGNALS)}",
+                )
+
     for sid, s in symptoms.items():
         q = f"symptoms.{sid}"
         check_signals(q, ("detect",), s.detect)
+        check_signals(q, ("breach",), s.breach)
         for i, name in enumerate(s.onset):
             if name not in SIGNALS:
                 ref(q, ("onset", i), f"unknown signal '{name}'{suggest(name, SIGNALS)}")
@@ -278,6 +288,7 @@ def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Kno
             if cid not in causes:
                 ref(q, ("because", cid), f"unknown cause '{cid}'{suggest(cid, causes)}")
         check_signals(q, ("when", "checks"), f.when.checks)
+        check_signals(q, ("tempting_when",), f.tempting_when)
         if not (f.when.always or f.when.symptoms or f.when.causes or f.when.checks):
             ref(q, ("when",), "a forbidden action needs a condition (always, symptoms, causes or checks)")
 

@@ -35,6 +35,7 @@ CheckKind = Literal[
     "replicas_lost",
     "wave",
     "steady",
+    "symptom_is",
 ]
 View = Literal["fleet", "max_replica", "median_replica"]
 LayerName = Literal["request", "engine", "resource", "supply"]
@@ -56,6 +57,7 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "replicas_lost": ((), ("min_count",)),
     "wave": (("signal",), ("min_count", "threshold")),
     "steady": (("signal",), ("factor", "min_delta", "direction", "view", "baseline")),
+    "symptom_is": (("values",), ()),
 }
 _PARAM_NAMES = (
     "signal",
@@ -141,6 +143,10 @@ class SymptomSpec(_Strict):
     title: str
     question: str = ""
     detect: tuple[CheckSpec, ...] = ()
+    breach: tuple[CheckSpec, ...] = ()
+    """Checks that show the symptom in the server's own signals below the alerting lines of
+    `detect` (a P99 well up on its baseline, under the SLO): with none of these nor `detect`
+    holding, the verdict is no incident."""
     onset: tuple[str, ...] = ()
     layers: dict[LayerName, tuple[str, ...]] = Field(default_factory=dict)
     first_look: tuple[str, ...] = ()
@@ -197,6 +203,10 @@ class ForbiddenSpec(_Strict):
     unless_top_cause: tuple[str, ...] = ()
     because: dict[str, str] = Field(default_factory=dict)
     """Per top cause, why the action is wrong for that cause in particular (shown with its evidence)."""
+    tempting_when: tuple[CheckSpec, ...] = ()
+    """Checks that make a red line tempting right now (scale-out while queues rise): when one
+    holds, the action is listed first among what not to do, not folded with the red lines.
+    A rule triggered by causes or checks is tempting whenever it is flagged."""
 
 
 class Windows(_Strict):
@@ -205,10 +215,13 @@ class Windows(_Strict):
     guard: str = "2m"
     lead: str = "15m"
     lookback: str = "6h"
+    warmup: str = "5m"
+    """After a series is born (a new fleet, a restarted Prometheus), how long its rates read
+    low while their windows fill: no baseline is taken and no onset placed inside it."""
 
     @model_validator(mode="after")
     def _durations(self) -> Windows:
-        for name in ("baseline", "recent", "guard", "lead", "lookback"):
+        for name in ("baseline", "recent", "guard", "lead", "lookback", "warmup"):
             parse_duration(getattr(self, name))
         return self
 
@@ -234,6 +247,16 @@ class Settings(_Strict):
     onset_min_score: float = Field(6.0, gt=0)
     onset_min_shift: float = Field(0.15, gt=0, lt=10)
     min_score: float = Field(0.3, ge=0, le=1)
+    floors: dict[str, float] = Field(default_factory=dict)
+    """Per signal, the smallest absolute change that counts as a departure, beside every
+    ratio a check or a change point asks for: a near-zero signal that triples is still
+    near zero."""
+    ambiguity_margin: float = Field(0.02, ge=0, lt=1)
+    """Top causes scoring within this of each other are an ambiguous verdict, not a pick."""
+    past_weight: float = Field(0.6, gt=0, le=1)
+    """How much a cause whose evidence has ended before the recent window still weighs."""
+    second_opinion_penalty: float = Field(0.9, gt=0, le=1)
+    """Score factor for a ranked cause whose chain leaves the first mover's layer unexplained."""
 
 
 class PlaybookFile(_Strict):
