@@ -301,7 +301,7 @@ def version_change() -> None:
         path(f.name),
         "quality_down",
         at="70m",
-        expect={"cause": "version_change", "not_forbidden": ["tune_sampling"]},
+        expect={"cause": "version_change", "forbidden": ["tune_sampling"]},
     )
 
 

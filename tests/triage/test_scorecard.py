@@ -271,7 +271,7 @@ def test_end_to_end_on_bundled_fixtures(graph: TriageGraph, tmp_path: Path) -> N
     assert failure.get("message") == "expected top cause price_change (not ranked), got version_change"
 
     # By hand: top-1 and top-3 are price-change and healthy (nothing ranked) of 3; forbidden checks:
-    # price-change 1 of 1, version-change 1 of 1 (tune_sampling not forbidden), healthy 1 of 1;
+    # price-change 1 of 1, version-change 1 of 1 (tune_sampling forbidden), healthy 1 of 1;
     # time: only price-change (45s) of the two expecting a cause.
     t = totals(outcomes)
     assert (t.top1, t.top3, t.scored, t.forbidden_passed, t.forbidden_total) == (2, 2, 3, 3, 3)
