@@ -31,12 +31,19 @@ def chained(a: CauseFinding, b: CauseFinding) -> bool:
     return b.cause in a.explains or a.cause in b.explains or b.cause in a.explained_by
 
 
-def tied(ranked: list[CauseFinding], margin: float) -> list[CauseFinding]:
-    """The causes within `margin` of the top one that are not in its chain (empty when none)."""
+def tied(ranked: list[CauseFinding], margin: float, own: Mapping[str, float]) -> list[CauseFinding]:
+    """The causes within `margin` of the top one that are not in its chain (empty when none).
+
+    The top one carries the evidence of what it explains (its final score); the others are
+    compared on their own scores (`own`), before any lift: two causes that explain the same
+    mechanism are not tied by it.
+    """
     if len(ranked) < 2:
         return []
     top = ranked[0]
-    close = [c for c in ranked[1:] if top.score - c.score <= margin and not chained(top, c)]
+    close = [
+        c for c in ranked[1:] if top.score - own.get(c.cause, c.score) <= margin and not chained(top, c)
+    ]
     return [top, *close] if close else []
 
 
@@ -60,12 +67,14 @@ def tells_apart(graph: TriageGraph, finding: CauseFinding, others: Iterable[Caus
     return "; ".join(parts) or kb.causes[finding.cause].title
 
 
-def verdict_of(breached: bool, ranked: list[CauseFinding], margin: float) -> Verdict:
+def verdict_of(
+    breached: bool, ranked: list[CauseFinding], margin: float, own: Mapping[str, float]
+) -> Verdict:
     if not breached:
         return "no_incident"
     if not ranked:
         return "unexplained"
-    return "ambiguous" if tied(ranked, margin) else "cause"
+    return "ambiguous" if tied(ranked, margin, own) else "cause"
 
 
 def _chain_layers(graph: TriageGraph, finding: CauseFinding) -> set[str]:
@@ -91,7 +100,11 @@ def second_opinion(
     step: float,
     penalty: float,
 ) -> tuple[list[CauseFinding], tuple[str, ...]]:
-    """Lower the causes whose chain leaves the first movers unexplained, and say why."""
+    """Lower the causes whose chain leaves the first movers unexplained, and say why.
+
+    `ranked` is in the walk's order (the note speaks of the first); the scores lowered are
+    the causes' own, so the order is made again afterwards.
+    """
     first = earliest(movers, step)
     if not first or not ranked:
         return ranked, ()
@@ -104,7 +117,7 @@ def second_opinion(
             out.append(finding)
             continue
         out.append(replace(finding, score=round(finding.score * penalty, 4)))
-        if finding is ranked[0]:
+        if finding.cause == ranked[0].cause:
             m = first[0]
             where = f" on {m.replica}" if m.replica else ""
             notes.append(

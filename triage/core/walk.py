@@ -34,6 +34,7 @@ from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
 from triage.core.movers import first_movers
 from triage.core.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
+from triage.core.tenants import tenants_settled
 from triage.core.verdict import second_opinion, tells_apart, tied, unmonitored, verdict_of
 from triage.core.windows import Onset, find_onset, make_windows
 
@@ -153,10 +154,8 @@ def _score_cause(ctx: Context, graph: TriageGraph, cause: str) -> CauseFinding:
     strength = [e.margin for e in required + support if e.holds]
     score = 0.45 + 0.4 * (explained / total) + 0.15 * (sum(strength) / len(strength))
     score *= UNKNOWN_REQUIRED_PENALTY ** sum(1 for e in required if e.holds is None)
-    past_against = 1.0 - (1.0 - AGAINST_PENALTY) * graph.knowledge.settings.past_weight
-    for e in against:
-        if e.holds:
-            score *= AGAINST_PENALTY if e.live else past_against
+    # what speaks against a cause counts while it holds; once it has ended it is shown, not weighed
+    score *= AGAINST_PENALTY ** sum(1 for e in against if e.holds and e.live)
     if any(e.holds and not e.live for e in required):
         # what a required check found has ended before the last minutes: past, not present
         score *= graph.knowledge.settings.past_weight
@@ -325,8 +324,7 @@ def diagnose(
     when = frame.end if at is None else at
     if not frame.start <= when <= frame.end:
         raise ValueError(f"at {when} is outside the data ({frame.start} to {frame.end})")
-    raw = frame
-    frame = frame.settled(parse_duration(kb.settings.windows.warmup))
+    frame = tenants_settled(frame, when, kb.settings)
     if symptom != AUTO and symptom not in kb.symptoms:
         raise ValueError(f"unknown symptom {symptom}")
     symptom_source = source or ("given" if symptom != AUTO else "auto")
@@ -372,13 +370,20 @@ def diagnose(
     notes: list[str] = []
     if breached:
         ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
+        lead = _order(ranked, graph, asked)[:1]
+        order = {f.cause: i for i, f in enumerate(lead)}
         ranked, opinion = second_opinion(
-            graph, _order(ranked, graph, asked), movers, frame.step, kb.settings.second_opinion_penalty
+            graph,
+            sorted(ranked, key=lambda f: order.get(f.cause, len(order))),
+            movers,
+            frame.step,
+            kb.settings.second_opinion_penalty,
         )
+        own = {f.cause: f.score for f in ranked}
         ranked = _order(ranked, graph, asked)
         notes += opinion
     else:
-        ranked = []
+        ranked, own = [], {}
         notes.append(
             f"{chosen} is not breached in the server's own signals: no incident is seen server-side"
             if chosen != NO_SYMPTOM
@@ -386,12 +391,12 @@ def diagnose(
         )
     by_id = {f.cause: f for f in ranked}
     walked = [by_id.get(f.cause, f) if breached else _unranked(f) for f in walked]
-    verdict = verdict_of(breached, ranked, kb.settings.ambiguity_margin)
-    close = tied(ranked, kb.settings.ambiguity_margin) if verdict == "ambiguous" else []
+    verdict = verdict_of(breached, ranked, kb.settings.ambiguity_margin, own)
+    close = tied(ranked, kb.settings.ambiguity_margin, own) if verdict == "ambiguous" else []
     ambiguous = tuple(
         (c.cause, tells_apart(graph, c, [o for o in close if o is not c])) for c in close
     )
-    born = _history_start(raw, frame, windows.baseline, when, kb)
+    born = _history_start(frame, windows.baseline, when, kb)
     if born is not None:
         notes.append(
             f"the data begins at {format_instant(born)[11:]}: there is no baseline before it, "
@@ -449,20 +454,13 @@ def _unranked(finding: CauseFinding) -> CauseFinding:
     return replace(finding, status="no_departure", why_not=finding.why_not or "not ranked: no breach to explain")
 
 
-def _history_start(
-    raw: SignalFrame, frame: SignalFrame, baseline: tuple[float, float], at: float, kb: Knowledge
-) -> float | None:
-    """The latest birth of the data before `at` when the baseline hour does not fit after it
-    (a fleet deployed minutes ago, a restarted Prometheus): the answer says there is no history."""
-    births = [b for b in raw.births() if b <= at]
-    if not births:
+def _history_start(frame: SignalFrame, baseline: tuple[float, float], at: float, kb: Knowledge) -> float | None:
+    """The latest birth of the data before `at` when less than half the baseline hour fits
+    after it (a fleet deployed minutes ago, a restarted Prometheus): the answer says so."""
+    births = [b for b in frame.births() if b <= at]
+    if not births or baseline[1] - baseline[0] >= 0.5 * parse_duration(kb.settings.windows.baseline):
         return None
-    born = births[-1]
-    settled = born + parse_duration(kb.settings.windows.warmup)
-    wanted = parse_duration(kb.settings.windows.baseline)
-    if baseline[1] - max(baseline[0], settled) >= 0.5 * wanted:
-        return None
-    return born
+    return births[-1]
 
 
 def onset_text(diagnosis: Diagnosis) -> str:

@@ -96,6 +96,7 @@ def find_onset(frame: SignalFrame, signals: list[str], at: float, settings: Sett
     lookback = parse_duration(settings.windows.lookback)
     span = frame.index(at - lookback, at)
     times = frame.times[span]
+    warm = frame.warm(parse_duration(settings.windows.warmup))[span]
     best: Onset | None = None
     for name in signals:
         if not frame.has(name):
@@ -107,7 +108,8 @@ def find_onset(frame: SignalFrame, signals: list[str], at: float, settings: Sett
                 best = Onset(changed, name, settings.onset_min_score, 1.0)
             continue
         worse_up = spec.higher_is_worse if spec is not None else True
-        found = change_point(times, frame.fleet(name)[span], worse_up)
+        # no onset at a birth: the climb while a new series' windows fill is left out
+        found = change_point(times, np.where(warm, np.nan, frame.fleet(name)[span]), worse_up)
         if found is None:
             continue
         time, score, shift, before, after = found
@@ -141,6 +143,14 @@ def info_change(frame: SignalFrame, signal: str, t0: float, t1: float) -> float 
     return max(new) if new else None
 
 
+def settled_since(frame: SignalFrame, anchor: float, warmup: float) -> float:
+    """Where a baseline before `anchor` may start: after the warm-up of the latest birth of the
+    data before it (a new fleet, a restarted Prometheus), else at the frame's start. Before a
+    birth there is no history, and right after it rates still read low."""
+    births = [b for b in frame.births() if b + warmup < anchor]
+    return max(frame.start, births[-1] + warmup) if births else frame.start
+
+
 def make_windows(frame: SignalFrame, at: float, onset: float | None, settings: Settings) -> Windows:
     """The windows around an onset (or, without one, the last minutes against the hour before)."""
     w = settings.windows
@@ -149,14 +159,15 @@ def make_windows(frame: SignalFrame, at: float, onset: float | None, settings: S
     guard = max(parse_duration(w.guard), frame.step)
     lead = parse_duration(w.lead)
     anchor = onset if onset is not None else at - recent_span
+    start = settled_since(frame, anchor, parse_duration(w.warmup))
     baseline_end = anchor - guard
-    if onset is not None and baseline_end - frame.start < 3 * frame.step:
+    if onset is not None and baseline_end - start < 3 * frame.step:
         baseline_end = anchor - frame.step
-    baseline = (max(frame.start, anchor - guard - baseline_span), baseline_end)
+    baseline = (max(start, anchor - guard - baseline_span), baseline_end)
     recent = (max(anchor, at - recent_span), at)
-    incident = (max(frame.start, anchor - lead), at)
-    pre = (max(frame.start, incident[0] - baseline_span), incident[0] - frame.step / 2)
+    incident = (max(start, anchor - lead), at)
+    pre = (max(start, incident[0] - baseline_span), incident[0] - frame.step / 2)
     lookback = parse_duration(w.lookback)
-    long_start = max(frame.start, anchor - lookback)
+    long_start = max(start, anchor - lookback)
     long_baseline = (long_start, min(long_start + baseline_span, baseline_end))
     return Windows(at, onset, baseline, recent, incident, pre, long_baseline)

@@ -79,7 +79,8 @@ def check_steady(ctx: Context, check: CheckSpec) -> Evidence:
     min_delta = check.min_delta or 0.0
     forgiven = ctx.floor(check)
     bound = {"high": "not above", "low": "not below", None: "within"}[check.direction]
-    text = f"{check.signal} {bound} {factor:g}x of baseline"
+    what = check.signal if check.times is None else f"{check.signal} x {check.times}"
+    text = f"{what} {bound} {factor:g}x of baseline"
     if min_delta:
         text += f" (+-{min_delta:g})"
     compared = _before_and_now(ctx, check, text)

@@ -34,12 +34,14 @@ class Context:
     _views: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
     _results: dict[CheckSpec, Evidence] = field(default_factory=dict)
 
-    def view(self, signal: str, view: str | None) -> FloatArray:
-        key = (signal, view or "fleet")
+    def view(self, signal: str, view: str | None, times: str | None = None) -> FloatArray:
+        key = (signal, view or "fleet") if times is None else (f"{signal}*{times}", view or "fleet")
         cached = self._views.get(key)
         if cached is not None:
             return cached
-        if view == "max_replica":
+        if times is not None:
+            values = self.view(signal, view) * self.view(times, view)
+        elif view == "max_replica":
             values = self.frame.across_replicas(signal, "max")
         elif view == "median_replica":
             values = self.frame.across_replicas(signal, "median")
@@ -52,6 +54,8 @@ class Context:
         """The absolute change a check on this signal needs: its own `min_delta` or the
         signal's floor, whichever is larger."""
         own = check.min_delta or 0.0
+        if check.times is not None:
+            return own  # a product has no floor of its own unit
         return max(own, self.floors.get(check.signal or "", 0.0))
 
     def since_onset(self, within: str) -> tuple[float, float]:
@@ -104,9 +108,9 @@ def _clip(x: float) -> float:
 def _before_and_now(ctx: Context, check: CheckSpec, text: str) -> tuple[FloatArray, float, float] | Evidence:
     """The signal's view with its baseline and recent medians, or the unknown evidence saying why not."""
     assert check.signal is not None
-    if not ctx.frame.has(check.signal):
+    if not ctx.frame.has(check.signal) or (check.times is not None and not ctx.frame.has(check.times)):
         return _unknown(check, text, "signal missing")
-    values = ctx.view(check.signal, check.view)
+    values = ctx.view(check.signal, check.view, check.times)
     base = _median(_window(ctx, values, _baseline(ctx, check)))
     now = _median(_window(ctx, values, ctx.windows.recent))
     if math.isnan(base) or math.isnan(now):

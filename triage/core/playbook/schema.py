@@ -56,7 +56,7 @@ CHECK_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "shortfall": (("signal", "of"), ("min_delta", "factor", "within")),
     "replicas_lost": ((), ("min_count",)),
     "wave": (("signal",), ("min_count", "threshold")),
-    "steady": (("signal",), ("factor", "min_delta", "direction", "view", "baseline")),
+    "steady": (("signal",), ("factor", "min_delta", "direction", "view", "baseline", "times")),
     "symptom_is": (("values",), ()),
 }
 _PARAM_NAMES = (
@@ -76,6 +76,7 @@ _PARAM_NAMES = (
     "of",
     "min_count",
     "baseline",
+    "times",
 )
 
 
@@ -103,6 +104,9 @@ class CheckSpec(_Strict):
     of: str | tuple[str, ...] | None = None
     min_count: int | None = Field(None, ge=1)
     baseline: Literal["onset", "long"] | None = None
+    times: str | None = None
+    """Read the signal multiplied by this one (the fleet's views): a hit ratio times the prompt
+    length is the cached tokens per request, which longer prompts alone do not lower."""
     weight: float = Field(1.0, gt=0, le=10)
     note: str = ""
     not_: bool = Field(False, alias="not")
@@ -130,7 +134,7 @@ class CheckSpec(_Strict):
         return self
 
     def signals(self) -> list[str]:
-        return [s for s in (self.signal, *self.of_signals()) if s is not None]
+        return [s for s in (self.signal, *self.of_signals(), self.times) if s is not None]
 
     def of_signals(self) -> tuple[str, ...]:
         """The signals a shortfall compares against; several are summed (running plus waiting)."""
@@ -251,7 +255,7 @@ class Settings(_Strict):
     """Per signal, the smallest absolute change that counts as a departure, beside every
     ratio a check or a change point asks for: a near-zero signal that triples is still
     near zero."""
-    ambiguity_margin: float = Field(0.02, ge=0, lt=1)
+    ambiguity_margin: float = Field(0.05, ge=0, lt=1)
     """Top causes scoring within this of each other are an ambiguous verdict, not a pick."""
     past_weight: float = Field(0.6, gt=0, le=1)
     """How much a cause whose evidence has ended before the recent window still weighs."""
