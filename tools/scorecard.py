@@ -1,9 +1,9 @@
-"""Regenerate the public accuracy scorecard: the bundled fixtures and the four generality corpora.
+"""Regenerate the public accuracy scorecard: the bundled fixtures and the five generality corpora.
 
 `python -m tools.scorecard [--out docs/scorecard.md]` (from the repository root) writes each
 generality corpus into a temporary folder, in a subfolder named after it (`generality`,
-`generality_hard`, `generality_indep`, `generality_field`), with the bundled fixtures beside
-them as `fixtures`, and runs `triage test fixtures generality ... --scorecard OUT` there with
+`generality_hard`, `generality_indep`, `generality_field`, `generality_verdict`), with the
+bundled fixtures beside them as `fixtures`, and runs `triage test fixtures generality ... --scorecard OUT` there with
 the repository's playbooks. The folder names are the corpus names the scorecard shows, and
 the paths it quotes are relative to that folder, so reruns differ only in the timestamp.
 
@@ -30,7 +30,7 @@ from triage.cli.main import main as triage_main
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "scorecard.md"
 BUNDLED = "fixtures"
-CORPORA = ("generality", "generality_hard", "generality_indep", "generality_field")
+CORPORA = ("generality", "generality_hard", "generality_indep", "generality_field", "generality_verdict")
 """The generated corpora, each written by `python -m tools.<name> --out DIR` and named `<name>`."""
 
 

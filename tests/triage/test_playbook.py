@@ -300,9 +300,14 @@ def test_not_and_key_are_check_options_any_kind_takes() -> None:
 
 def test_floors_name_known_signals() -> None:
     found = problems(edit("settings.yaml", "    request_rate: 0.5", "    request_rat: 0.5"))
-    assert any("settings.floors.request_rat: unknown signal 'request_rat' (did you mean request_rate?)" in p for p in found), found
+    assert any(
+        "settings.floors.request_rat: unknown signal 'request_rat' (did you mean request_rate?)" in p
+        for p in found
+    ), found
 
 
 def test_symptom_is_takes_values_only() -> None:
-    found = problems(edit("causes-supply.yaml", "{kind: symptom_is, values: [quality_down]}", "{kind: symptom_is}"))
+    found = problems(
+        edit("causes-supply.yaml", "{kind: symptom_is, values: [quality_down]}", "{kind: symptom_is}")
+    )
     assert any("a symptom_is check needs values" in p for p in found), found

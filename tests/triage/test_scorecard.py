@@ -125,8 +125,8 @@ def test_markdown_scorecard_totals_and_rows() -> None:
     assert "| median time to a right diagnosis | 1m30s (3 of 4 fixtures with a cause) |" in md
     rows = [line for line in md.splitlines() if re.match(r"\| [a-f] \|", line)]
     assert len(rows) == 6
-    assert rows[1].endswith("| 2 | 1/2 | never | **FAIL** |")
-    assert rows[2].endswith("| none | no cause | — | 1/1 | n/a | pass |")
+    assert rows[1].endswith("| 2 | — | 1/2 | never | **FAIL** |")
+    assert rows[2].endswith("| none | no cause | — | — | 1/1 | n/a | pass |")
     assert rows[3].endswith("| — | — | n/a | **ERROR** |")
     assert "## Problems" in md and "start: missing" in md
 
@@ -135,7 +135,7 @@ def test_markdown_keeps_a_hostile_name_in_its_cell() -> None:
     hostile = replace(SYNTHETIC[0], name="a | b <img src=x> *c*\nd")
     md = render_scorecard([hostile], "md", GENERATED)
     row = next(line for line in md.splitlines() if line.startswith("| a "))
-    assert row.count(" | ") == 8  # nine cells: the | in the name is escaped
+    assert row.count(" | ") == 9  # ten cells: the | in the name is escaped
     assert "<img" not in md and r"a \| b &lt;img src=x&gt; \*c\* d" in row
     assert "kv_pressure" in row  # ids inside words are not escaped
 
@@ -281,8 +281,8 @@ def test_end_to_end_on_bundled_fixtures(graph: TriageGraph, tmp_path: Path) -> N
     assert "| forbidden-action accuracy | 100.0% (3 of 3 checks) |" in md
     assert "| median time to a right diagnosis | 45s (1 of 2 fixtures with a cause) |" in md
     assert (
-        "| version-change | fixtures | quality_down | price_change | version_change | — | 1/1 | never "
-        "| **FAIL** |" in md
+        "| version-change | fixtures | quality_down | price_change | version_change | — | cause | 1/1 "
+        "| never | **FAIL** |" in md
     )
 
 
@@ -339,7 +339,7 @@ def test_each_row_names_its_corpus_and_each_corpus_has_totals(
     md = card.read_text(encoding="utf-8")
 
     assert "*5 fixtures in 3 corpora (alpha, beta, gamma) replayed" in md
-    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.count(" | ") == 8}
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.count(" | ") == 9}
     assert rows["price-change"].startswith(
         "| price-change | alpha | cost_up | price_change | price_change | 1 |"
     )
@@ -348,7 +348,7 @@ def test_each_row_names_its_corpus_and_each_corpus_has_totals(
     assert rows["healthy-fleet-no-incident"].startswith("| healthy-fleet-no-incident | beta | none | none |")
     assert rows["broken"].startswith("| broken | beta | — |") and rows["broken"].endswith("| **ERROR** |")
     assert rows["price-again"].startswith(
-        "| price-again | gamma | cost_up | price_change | price_change | 1 | 0/1 |"
+        "| price-again | gamma | cost_up | price_change | price_change | 1 | cause | 0/1 |"
     )
 
     # By hand. alpha: price-change right, version-change wrong; forbidden checks 1/1 each.
@@ -360,10 +360,10 @@ def test_each_row_names_its_corpus_and_each_corpus_has_totals(
     assert "| expect blocks passed | 40.0% (2 of 5); 1 could not be replayed |" in md
     per_corpus = md.split("## Per corpus\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     assert per_corpus == [
-        "| alpha | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (2 of 2 checks) | 50.0% (1 of 2) |",
-        "| beta | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (1 of 1 checks) "
+        "| alpha | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (2 of 2 checks) | — | 50.0% (1 of 2) |",
+        "| beta | 2 | 50.0% (1 of 2) | 50.0% (1 of 2) | 100.0% (1 of 1 checks) | — "
         "| 50.0% (1 of 2); 1 could not be replayed |",
-        "| gamma | 1 | 100.0% (1 of 1) | 100.0% (1 of 1) | 0.0% (0 of 1 checks) | 0.0% (0 of 1) |",
+        "| gamma | 1 | 100.0% (1 of 1) | 100.0% (1 of 1) | 0.0% (0 of 1 checks) | — | 0.0% (0 of 1) |",
     ]
     assert (
         "  gamma    top-1 100.0% (1 of 1) · top-3 100.0% (1 of 1) · forbidden 0.0% (0 of 1 checks)" in printed
@@ -401,6 +401,7 @@ def test_the_scorecard_tool_names_each_corpus_after_its_folder(tmp_path: Path) -
         "generality_hard": work / "generality_hard",
         "generality_indep": work / "generality_indep",
         "generality_field": work / "generality_field",
+        "generality_verdict": work / "generality_verdict",
     }
     # The run itself on a small stand-in: one bundled fixture, one field incident, no generators.
     bundled = tmp_path / "bundled"
@@ -414,3 +415,17 @@ def test_the_scorecard_tool_names_each_corpus_after_its_folder(tmp_path: Path) -
     assert "| price-change | fixtures | cost_up |" in md and "| version-change | generality_field |" in md
     assert "(`generality_field/v.yaml`)" in md  # paths as the scorecard's reader would regenerate them
     assert str(tmp_path) not in md
+
+
+def test_verdict_accuracy_counts_only_fixtures_that_name_a_verdict() -> None:
+    named = [
+        replace(SYNTHETIC[0], verdict="cause", expected_verdict="cause"),
+        replace(SYNTHETIC[1], verdict="ambiguous", expected_verdict="cause"),
+        replace(SYNTHETIC[2], verdict="no_incident", expected_verdict=None),
+    ]
+    t = totals(named)
+    assert (t.verdicts_right, t.verdicts_expected) == (1, 2)
+    md = render_scorecard(named, "md", GENERATED)
+    assert "| verdict accuracy | 50.0% (1 of 2) |" in md
+    assert "| ambiguous (expected cause) |" in md
+    assert "| no_incident |" in md

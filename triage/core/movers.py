@@ -33,7 +33,8 @@ STANDS_OUT = 1 / 3
 
 
 def _filled(matrix: FloatArray) -> tuple[FloatArray, np.ndarray]:
-    """Rows with gaps filled by their last sample (the first one before it), and which rows have enough data."""
+    """Rows with gaps filled by their last sample (the first one before it), and which rows
+    have enough data to split."""
     finite = np.isfinite(matrix)
     counts = finite.sum(axis=1)
     ok = counts >= 2 * MIN_SEGMENT

@@ -41,9 +41,7 @@ def tied(ranked: list[CauseFinding], margin: float, own: Mapping[str, float]) ->
     if len(ranked) < 2:
         return []
     top = ranked[0]
-    close = [
-        c for c in ranked[1:] if top.score - own.get(c.cause, c.score) <= margin and not chained(top, c)
-    ]
+    close = [c for c in ranked[1:] if top.score - own.get(c.cause, c.score) <= margin and not chained(top, c)]
     return [top, *close] if close else []
 
 
@@ -89,7 +87,9 @@ def _chain_layers(graph: TriageGraph, finding: CauseFinding) -> set[str]:
 def _reads(graph: TriageGraph, finding: CauseFinding) -> set[str]:
     """The signals a cause's checks read and its evidence holds on."""
     spec = graph.knowledge.causes[finding.cause]
-    reads = {s for entries in (spec.requires, spec.supports) for c in iter_checks(entries) for s in c.signals()}
+    reads = {
+        s for entries in (spec.requires, spec.supports) for c in iter_checks(entries) for s in c.signals()
+    }
     return reads | {e.signal for e in finding.evidence if e.holds}
 
 

@@ -79,7 +79,9 @@ def _detect(
     """Severity (>= 1 when visible), the detection evidence, whether it is visible (an
     alerting line of `detect` holds) and whether it is breached at all (`detect` or `breach`)."""
     kb = graph.knowledge
-    ctx = Context(frame, make_windows(frame, at, onset.time if onset else None, kb.settings), kb.settings.floors)
+    ctx = Context(
+        frame, make_windows(frame, at, onset.time if onset else None, kb.settings), kb.settings.floors
+    )
     evidence = []
     severity = 0.0
     spec = kb.symptoms[symptom]
@@ -101,9 +103,15 @@ def _detect(
     breached = any(seen) if seen else None
     if not visible and breached:
         # below every alerting line: ranked after any symptom that crosses one
-        severity = max(
-            (e.value / e.baseline) / 10 for e in breach if e.holds and e.value and e.baseline and e.baseline > 0
-        ) if any(e.holds and e.value and e.baseline for e in breach) else 0.1
+        severity = (
+            max(
+                (e.value / e.baseline) / 10
+                for e in breach
+                if e.holds and e.value and e.baseline and e.baseline > 0
+            )
+            if any(e.holds and e.value and e.baseline for e in breach)
+            else 0.1
+        )
     return severity, tuple(evidence), visible, breached
 
 
@@ -341,7 +349,9 @@ def diagnose(
             if breached_here and severity > 0 and (best is None or rank[:2] > best[:2]):
                 best = rank
         chosen = best[2] if best else NO_SYMPTOM
-        symptom_evidence, symptom_visible, symptom_breached = detections[chosen] if best else ((), False, False)
+        symptom_evidence, symptom_visible, symptom_breached = (
+            detections[chosen] if best else ((), False, False)
+        )
     else:
         chosen = symptom
         onsets[chosen] = _symptom_onset(graph, frame, chosen, when)
@@ -393,9 +403,7 @@ def diagnose(
     walked = [by_id.get(f.cause, f) if breached else _unranked(f) for f in walked]
     verdict = verdict_of(breached, ranked, kb.settings.ambiguity_margin, own)
     close = tied(ranked, kb.settings.ambiguity_margin, own) if verdict == "ambiguous" else []
-    ambiguous = tuple(
-        (c.cause, tells_apart(graph, c, [o for o in close if o is not c])) for c in close
-    )
+    ambiguous = tuple((c.cause, tells_apart(graph, c, [o for o in close if o is not c])) for c in close)
     born = _history_start(frame, windows.baseline, when, kb)
     if born is not None:
         notes.append(
@@ -451,10 +459,14 @@ def _unranked(finding: CauseFinding) -> CauseFinding:
     """A cause that held but is not named: below the minimum score, or no incident to explain."""
     if finding.status != "ranked":
         return finding
-    return replace(finding, status="no_departure", why_not=finding.why_not or "not ranked: no breach to explain")
+    return replace(
+        finding, status="no_departure", why_not=finding.why_not or "not ranked: no breach to explain"
+    )
 
 
-def _history_start(frame: SignalFrame, baseline: tuple[float, float], at: float, kb: Knowledge) -> float | None:
+def _history_start(
+    frame: SignalFrame, baseline: tuple[float, float], at: float, kb: Knowledge
+) -> float | None:
     """The latest birth of the data before `at` when less than half the baseline hour fits
     after it (a fleet deployed minutes ago, a restarted Prometheus): the answer says so."""
     births = [b for b in frame.births() if b <= at]

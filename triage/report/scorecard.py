@@ -75,6 +75,17 @@ class FixtureOutcome:
     time_to_right: float | None
     elapsed: float
     corpus: str = ""
+    verdict: str | None = None
+    """The verdict the diagnosis reached (`cause`, `ambiguous`, `unexplained`, `no_incident`)."""
+    expected_verdict: str | None = None
+    """The verdict the expect block asks for, if it names one."""
+
+    @property
+    def verdict_right(self) -> bool | None:
+        """Whether the verdict is the expected one; None when none is expected."""
+        if self.expected_verdict is None:
+            return None
+        return self.error is None and self.verdict == self.expected_verdict
 
     def __post_init__(self) -> None:
         if not self.corpus:
@@ -172,6 +183,8 @@ def outcome_for(
         time_to_right=time_to_right,
         elapsed=elapsed,
         corpus=corpus,
+        verdict=diagnosis.verdict,
+        expected_verdict=expect.verdict,
     )
 
 
@@ -224,6 +237,8 @@ class Totals:
     timed: int
     timeable: int
     median_time_to_right: float | None
+    verdicts_right: int = 0
+    verdicts_expected: int = 0
 
 
 def totals(outcomes: Sequence[FixtureOutcome]) -> Totals:
@@ -243,6 +258,8 @@ def totals(outcomes: Sequence[FixtureOutcome]) -> Totals:
         timed=len(times),
         timeable=len(timeable),
         median_time_to_right=statistics.median(times) if times else None,
+        verdicts_right=sum(o.verdict_right is True for o in outcomes),
+        verdicts_expected=sum(o.verdict_right is not None for o in outcomes),
     )
 
 
@@ -339,6 +356,7 @@ class Figures:
     forbidden: str
     passed: str
     median: str
+    verdicts: str
 
 
 def figures(name: str, t: Totals) -> Figures:
@@ -350,6 +368,7 @@ def figures(name: str, t: Totals) -> Figures:
         forbidden=_pct(t.forbidden_passed, t.forbidden_total, " checks"),
         passed=_pct(t.passed, t.fixtures),
         median=_duration(t.median_time_to_right),
+        verdicts=_pct(t.verdicts_right, t.verdicts_expected),
     )
 
 
@@ -358,7 +377,8 @@ def summary_lines(outcomes: Sequence[FixtureOutcome]) -> list[str]:
     rows = [figures("overall", totals(outcomes))] + [figures(c, t) for c, t in corpus_totals(outcomes)]
     width = max(len(f.name) for f in rows)
     return [
-        f"{f.name:<{width}}  top-1 {f.top1} · top-3 {f.top3} · forbidden {f.forbidden} · passed {f.passed}"
+        f"{f.name:<{width}}  top-1 {f.top1} · top-3 {f.top3} · forbidden {f.forbidden} · "
+        f"verdict {f.verdicts} · passed {f.passed}"
         for f in rows
     ]
 
@@ -400,6 +420,7 @@ def render_scorecard(
         forbidden=overall.forbidden,
         passed=overall.passed,
         median=overall.median,
+        verdicts=overall.verdicts,
         corpora=[figures(c, ct) for c, ct in corpus_totals(outcomes)],
         time_cell=_time_cell,
         no_cause=NO_CAUSE,

@@ -45,11 +45,7 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
         return compared
     _, base, now = compared
     if rising:
-        holds = (
-            now >= base * factor and now - base >= floor
-            if base > 0
-            else now - base >= max(floor, 1e-9)
-        )
+        holds = now >= base * factor and now - base >= floor if base > 0 else now - base >= max(floor, 1e-9)
         ratio = now / base if base > 0 else math.inf
         margin = _clip((math.log(ratio) / math.log(factor)) - 1.0) if base > 0 and now > 0 else 1.0
     else:
@@ -59,8 +55,11 @@ def check_rise_drop(ctx: Context, check: CheckSpec) -> Evidence:
     note = f"{_fmt(now)} vs {_fmt(base)} before" + (
         f" ({ratio:.2f}x)" if base > 0 and math.isfinite(ratio) else ""
     )
-    if not holds and floor > min_delta and abs(now - base) < floor and (
-        (rising and now >= base * factor) or (not rising and now <= base * factor)
+    if (
+        not holds
+        and floor > min_delta
+        and abs(now - base) < floor
+        and ((rising and now >= base * factor) or (not rising and now <= base * factor))
     ):
         note += f"; a change under the {_fmt(floor)} floor"
     return Evidence(

@@ -69,10 +69,10 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         seen_any = True
         high = now_f > threshold
         old_high = old_f > threshold
-        if high.any():
-            if new_against_background(float(high.mean()), float(old_high.mean()) if old_f.size else 0.0):
-                flagged.append(name)
-                peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
+        duty_before = float(old_high.mean()) if old_f.size else 0.0
+        if high.any() and new_against_background(float(high.mean()), duty_before):
+            flagged.append(name)
+            peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
         if old_f.size:
             before = float(np.nanmax([before, old_f.max()])) if math.isfinite(before) else float(old_f.max())
     if not seen_any:
