@@ -132,7 +132,7 @@ def test_gateway_bottleneck_is_unproven_without_edge_data(graph: TriageGraph) ->
     assert d.causes == () or d.causes[0].cause != "gateway_bottleneck"
 
 
-def test_sampling_is_forbidden_after_a_release_and_its_defaults_are_aligned_instead(graph: TriageGraph) -> None:
+def test_sampling_is_forbidden_after_a_release_and_defaults_are_aligned_instead(graph: TriageGraph) -> None:
     """Sampling is never a first action, a quality drop after a release included: restoring the
     previous release's generation defaults is version alignment, which the first actions do."""
     d = run(graph, "version-change")
