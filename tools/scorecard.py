@@ -4,8 +4,9 @@
 generality corpus into a temporary folder, in a subfolder named after it (`generality`,
 `generality_hard`, `generality_indep`, `generality_field`, `generality_verdict`), with the
 bundled fixtures beside them as `fixtures`, and runs `triage test fixtures generality ...
---scorecard OUT` there with the repository's playbooks. The folder names are the corpus names the scorecard shows, and
-the paths it quotes are relative to that folder, so reruns differ only in the timestamp.
+--scorecard OUT` there with the repository's playbooks. The folder names are the corpus
+names the scorecard shows, and the paths it quotes are relative to that folder, so reruns
+differ only in the timestamp.
 
 The exit code is 0 whenever the scorecard was written, whatever the fixtures' results: it is
 a measure, not a gate (`triage test` is the gate). It is nonzero only when a corpus could not
