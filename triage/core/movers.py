@@ -74,29 +74,39 @@ def change_points(matrix: FloatArray) -> tuple[np.ndarray, FloatArray, FloatArra
     return k[best], score[pick, best], m1[pick, best], m2[pick, best]
 
 
-def _running_sums(frame: SignalFrame, signal: str, warmup: float) -> tuple[FloatArray, FloatArray]:
-    """Running sums of samples and of their count, the fleet's view first then each replica's,
-    over the whole frame (cached on it): any bin of any moment is two subtractions away. Steps
-    in the warm-up after a birth count as empty."""
-    key = ("movers", signal, warmup)
+def _running_sums(
+    frame: SignalFrame, signal: str, width: int, warmup: float
+) -> tuple[FloatArray, FloatArray]:
+    """Running sums, over whole bins of `width` steps, of the samples and of their count: the
+    fleet's view first, then each replica's, over the whole frame (cached on it), so the means
+    of any run of bins, at any moment of a replay, are two subtractions away. Steps in the
+    warm-up after a birth count as empty."""
+    key = ("movers", signal, width, warmup)
     cached = frame.memo.get(key)
     if isinstance(cached, tuple):
         return cached
     view = frame.replicas(signal)
-    matrix = np.vstack([frame.fleet(signal)[None, :], view.values])
-    finite = np.isfinite(matrix) & ~frame.warm(warmup)[None, :]
-    zero = np.zeros((matrix.shape[0], 1))
-    sums = np.hstack([zero, np.cumsum(np.where(finite, matrix, 0.0), axis=1)])
-    counts = np.hstack([zero, np.cumsum(finite, axis=1, dtype=np.float64)])
+    rows = 1 + view.values.shape[0]
+    bins = len(frame.times) // width
+    matrix = np.empty((rows, bins * width))
+    matrix[0] = frame.fleet(signal)[: bins * width]
+    matrix[1:] = view.values[:, : bins * width]
+    finite = np.isfinite(matrix)
+    finite &= ~frame.warm(warmup)[None, : bins * width]
+    matrix[~finite] = 0.0
+    sums = np.zeros((rows, bins + 1))
+    np.cumsum(matrix.reshape(rows, bins, width).sum(axis=2), axis=1, out=sums[:, 1:])
+    counts = np.zeros((rows, bins + 1))
+    np.cumsum(finite.reshape(rows, bins, width).sum(axis=2), axis=1, out=counts[:, 1:])
     frame.memo[key] = (sums, counts)
     return sums, counts
 
 
-def _binned(frame: SignalFrame, signal: str, edges: np.ndarray, warmup: float) -> FloatArray:
-    """Means between consecutive step indices `edges`, per row; NaN where a bin is empty."""
-    sums, counts = _running_sums(frame, signal, warmup)
-    total = sums[:, edges[1:]] - sums[:, edges[:-1]]
-    count = counts[:, edges[1:]] - counts[:, edges[:-1]]
+def _binned(frame: SignalFrame, signal: str, first: int, last: int, width: int, warmup: float) -> FloatArray:
+    """Means of bins `first` to `last` (exclusive), per row; NaN where a bin is empty."""
+    sums, counts = _running_sums(frame, signal, width, warmup)
+    total = sums[:, first + 1 : last + 1] - sums[:, first:last]
+    count = counts[:, first + 1 : last + 1] - counts[:, first:last]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
 
@@ -121,14 +131,14 @@ def first_movers(
     span = frame.index(start, at)
     width = max(1, round(BIN / frame.step))
     warmup = parse_duration(w.warmup)
-    edges = np.arange(span.start, span.stop + 1, width)  # whole bins up to `at`, never past it
-    if len(edges) < 2 * MIN_SEGMENT + 2:
+    first, last = -(-span.start // width), span.stop // width  # whole bins up to `at`, never past it
+    if last - first < 2 * MIN_SEGMENT + 1:
         return ()
-    times = frame.times[edges[:-1]]
+    times = frame.times[first * width : last * width : width]
     found: list[tuple[float, float, FirstMover]] = []
     for name in _numeric(frame):
         view = frame.replicas(name)
-        binned = _binned(frame, name, edges, warmup)
+        binned = _binned(frame, name, first, last, width, warmup)
         matrix = binned if view.values.shape[0] > 1 else binned[:1]
         filled, ok = _filled(matrix)
         split, score, before, after = change_points(filled)
