@@ -20,7 +20,7 @@ from textual.widgets.tree import TreeNode
 from signals.timeparse import format_instant
 from triage.core.escape import printable
 from triage.core.model import Diagnosis, Evidence
-from triage.core.render import fmt
+from triage.core.render import FIRST_MOVERS_SHOWN, fmt
 from triage.core.sections import (
     EvidenceLine,
     Spans,
@@ -28,6 +28,7 @@ from triage.core.sections import (
     WalkedCause,
     action_item,
     evidence_line,
+    joined,
     sections,
     walked_cause,
 )
@@ -171,47 +172,70 @@ class WalkTree(Tree[str]):
 
 
 def verdict_text(d: Diagnosis) -> Text:
-    """The answer in one block: symptom and onset, the top cause with its evidence, the others."""
+    """The answer in one block: the verdict first, then the symptom and onset, the evidence (or
+    the contenders and what tells them apart), the other causes, the first movers, the notes."""
     s = sections(d)
-    text = Text()
-    text.append(s.headline.title, style="bold")
-    text.append(f"  at {s.headline.at} · {s.headline.onset}\n")
     v = s.verdict
+    text = Text()
     text.append("VERDICT ", style="bold")
-    if v.top:
+    if v.kind == "cause" and v.top:
         text.append(v.top.cause, style=TONES[v.tone])
         text.append(f" ({v.top.layer}) — {v.top.title}  score {v.top.score:.2f}\n")
+    elif v.kind == "ambiguous":
+        text.append("ambiguous", style=TONES[v.tone])
+        text.append(f" between {joined(v.causes)}\n")
+    else:
+        text.append(f"{v.sentence}\n", style=TONES[v.tone])
+    text.append(s.headline.title, style="bold")
+    text.append(f"  at {s.headline.at} · {s.headline.onset}\n")
+    if v.kind == "cause" and v.top:
         for e in v.top.brief:
             text.append("  ")
             text.append_text(_evidence(e))
             text.append("\n")
-        if s.also:
-            text.append("ALSO ", style="bold")
-            text.append(" · ".join(c.summary for c in s.also) + "\n")
-    elif v.kind == "unexplained":
-        text.append(f"{v.message}\n", style=TONES[v.tone])
-    else:
-        text.append(f"{v.message}; nothing to blame yet\n", style=TONES[v.tone])
+    for c in v.contenders:
+        text.append("  ")
+        text.append(c.label, style=TONES["warn"])
+        text.append(f": {c.tells}\n" if c.tells else "\n")
+    if s.others:
+        text.append("ALSO ", style="bold")
+        text.append(" · ".join(c.summary for c in s.others) + "\n")
+    if s.first_movers:
+        text.append("FIRST MOVERS ", style="bold")
+        shown = s.first_movers[:FIRST_MOVERS_SHOWN]
+        more = len(s.first_movers) - len(shown)
+        text.append(" · ".join(m.text for m in shown) + (f" · +{more} more" if more else "") + "\n")
+    for note in s.notes:
+        text.append("NOTE ", style="bold")
+        text.append(f"{note}\n", style=TONES["muted"])
     return text
 
 
 def warnings_text(d: Diagnosis) -> Text:
-    """What not to do (red, with the reason) and what the tool cannot see."""
+    """What not to do (the tempting actions first, then the red lines, red, each with its reason)
+    and what the tool cannot see: unreadable signals, blind spots, exporters not run at all."""
     s = sections(d)
     text = Text()
     text.append("DO NOT\n", style="bold red")
     if not s.forbidden:
         text.append("  nothing flagged\n")
-    for f in s.forbidden:
+    for f in s.tempting:
         text.append("  ✗ ", style="red")
+        _append(text, f.spans)
+        text.append("\n")
+    for f in s.red_lines:
+        text.append("  ✗ always: ", style="red")
         _append(text, f.spans)
         text.append("\n")
     for u in s.unreadable:
         text.append("UNREADABLE ", style="bold magenta")
         text.append(f"{u.signal}: {u.reason}\n")
-    if s.missing:
+    if s.blind:
         text.append("BLIND SPOTS ", style="bold magenta")
-        text.append(", ".join(s.missing) + " (missing: unknown, never healthy)\n")
+        text.append(", ".join(s.blind) + " (missing: unknown, never healthy)\n")
+    for source in s.unmonitored:
+        text.append("NOT MONITORED ", style="bold magenta")
+        text.append(f"{source.text}\n")
     return text
 
 

@@ -32,8 +32,8 @@ def test_diagnose_text_is_plain_when_piped() -> None:
     result = run("diagnose", "--fixture", KV)
     assert result.returncode == EXIT_OK, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("TPOT SLOW")
-    assert lines[1].startswith("VERDICT  kv_pressure (resource)")
+    assert lines[0].startswith("VERDICT  kv_pressure (resource)")
+    assert lines[1].startswith("TPOT SLOW")
     assert "\x1b[" not in result.stdout
     assert "✗ scale_out" in result.stdout and "FIRST ACTIONS" in result.stdout
     assert result.stderr == ""

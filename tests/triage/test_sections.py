@@ -8,10 +8,8 @@ import sys
 
 from conftest import ROOT
 
-from triage.core.model import Action, CauseFinding, Diagnosis, Evidence, Forbidden
+from triage.core.model import Action, CauseFinding, Diagnosis, Evidence, FirstMover, Forbidden, Unmonitored
 from triage.core.sections import (
-    QUIET,
-    UNEXPLAINED,
     Span,
     evidence_line,
     sections,
@@ -46,6 +44,7 @@ DIAGNOSIS = Diagnosis(
     symptom_visible=True,
     walked=(CAUSE, MECHANISM, RULED_OUT),
     signal_problems=(("gpu_xid", "HTTP 503"),),
+    verdict="cause",
 )
 
 
@@ -89,11 +88,81 @@ def test_an_evidence_line_names_a_few_replicas_and_elides_the_rest() -> None:
 
 
 def test_a_verdict_without_a_cause_says_why() -> None:
-    real = sections(dataclasses.replace(DIAGNOSIS, causes=(), symptom_visible=True)).verdict
-    assert (real.kind, real.message, real.tone) == ("unexplained", UNEXPLAINED, "warn")
-    for visible in (False, None):
-        quiet = sections(dataclasses.replace(DIAGNOSIS, causes=(), symptom_visible=visible)).verdict
-        assert (quiet.kind, quiet.message, quiet.tone) == ("quiet", QUIET, "ok")
+    real = sections(dataclasses.replace(DIAGNOSIS, causes=(), verdict="unexplained")).verdict
+    assert (real.kind, real.tone, real.causes) == ("unexplained", "warn", ())
+    assert real.message == "unexplained: tpot_slow is breached and no cause holds"
+    assert real.sentence == real.message + " — see the blind spots"  # gpu_xid is missing
+    quiet = sections(dataclasses.replace(DIAGNOSIS, causes=(), verdict="no_incident")).verdict
+    assert (quiet.kind, quiet.tone) == ("no_incident", "ok")
+    assert quiet.sentence == "no incident: tpot_slow is not breached server-side"
+
+
+def test_the_verdict_is_the_diagnosis_own() -> None:
+    """The sections take the walk's verdict as it is; a `cause` verdict with nothing ranked names nothing."""
+    unexplained = sections(dataclasses.replace(DIAGNOSIS, verdict="unexplained")).verdict
+    assert unexplained.kind == "unexplained" and unexplained.causes == ()
+    assert sections(dataclasses.replace(DIAGNOSIS, causes=())).verdict.kind == "unexplained"
+    mover = FirstMover("kv_usage_ratio", "vllm-2", "resource", DIAGNOSIS.at - 600, 0.6, 0.99)
+    moved = sections(dataclasses.replace(DIAGNOSIS, causes=(), verdict="unexplained", first_movers=(mover,)))
+    assert moved.verdict.sentence.endswith("— see the first movers")
+    assert moved.first_movers[0].text == "kv_usage_ratio@vllm-2 (resource) 17:36:40Z 0.6 -> 0.99"
+
+
+def test_an_ambiguous_verdict_names_each_cause_and_what_tells_it_apart() -> None:
+    d = dataclasses.replace(
+        DIAGNOSIS,
+        verdict="ambiguous",
+        ambiguous=(
+            ("kv_pressure", "KV full: max (kv_usage_ratio)"),
+            ("batch_oversized", "kubectl get deploy"),
+        ),
+    )
+    s = sections(d)
+    assert s.verdict.message == "ambiguous between kv_pressure and batch_oversized"
+    assert [(c.label, c.tells) for c in s.verdict.contenders] == [
+        ("kv_pressure (resource 0.91)", "KV full: max (kv_usage_ratio)"),
+        ("batch_oversized (engine 0.50)", "kubectl get deploy"),
+    ]
+    assert s.others == ()  # both are named by the verdict
+
+
+def test_forbidden_actions_split_into_tempting_and_red_lines() -> None:
+    red = Forbidden(
+        "tune_sampling", "Sampling has nothing to do with latency. Now: TPOT P99 0.09.", tempting=False
+    )
+    tempting = Forbidden(
+        "raise_gpu_memory_utilization",
+        "Leaves no headroom (OOM risk); never above 0.95. vLLM suggests it. Now: kv_usage_ratio 1 now.",
+    )
+    s = sections(dataclasses.replace(DIAGNOSIS, forbidden=(red, *DIAGNOSIS.forbidden, tempting)))
+    assert [f.action for f in s.forbidden] == ["scale_out", "raise_gpu_memory_utilization", "tune_sampling"]
+    assert [f.action for f in s.tempting] == ["scale_out", "raise_gpu_memory_utilization"]
+    assert [f.action for f in s.red_lines] == ["tune_sampling"]
+    raised = s.tempting[1]
+    assert raised.first_sentence == "Leaves no headroom (OOM risk); never above 0.95."
+    assert raised.now == "Now: kv_usage_ratio 1 now."
+    assert s.tempting[0].now == ""  # a reason without the evidence of this incident
+
+
+def test_unmonitored_sources_are_not_blind_spots() -> None:
+    gateway = Unmonitored(
+        "gateway", ("gateway_queue", "gateway_inflight"), ("gateway_bottleneck", "stale_backend")
+    )
+    s = sections(
+        dataclasses.replace(
+            DIAGNOSIS,
+            missing_signals=("gpu_xid", "gateway_queue", "gateway_inflight"),
+            unmonitored=(gateway,),
+        )
+    )
+    assert s.blind == ("gpu_xid",) and len(s.missing) == 3
+    assert s.unmonitored[0].text == "gateway (2 signals): gateway_bottleneck, stale_backend unprovable"
+
+
+def test_past_evidence_is_marked() -> None:
+    line = evidence_line(dataclasses.replace(HOLDS, live=False))
+    assert line.past and line.spans[-1] == Span(" (past)", "muted")
+    assert not evidence_line(dataclasses.replace(FAILS, live=False)).past  # only what held can be past
 
 
 def test_walk_labels_mark_the_status() -> None:

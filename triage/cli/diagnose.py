@@ -39,7 +39,12 @@ def add_parser(sub: common.Subparsers) -> None:
     d.add_argument("--lookback", metavar="DURATION", default="2h", help="live: history to fetch (default 2h)")
     d.add_argument("--step", metavar="DURATION", default="30s", help="live: resolution (default 30s)")
     d.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    d.add_argument("-v", "--verbose", action="store_true", help="show every check, also the ruled-out causes")
+    d.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show everything, unshortened: every check and reason, the ruled-out causes (default: a screen)",
+    )
     common.add_playbook_option(d)
     sourceoptions.add_prometheus_options(d)
 

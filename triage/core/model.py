@@ -122,6 +122,8 @@ class FirstMover:
             "layer": self.layer,
             "moved_at": format_instant(self.moved_at),
             "change": self.change,
+            "before": _precise(self.before),
+            "after": _precise(self.after),
         }
 
 
@@ -135,6 +137,13 @@ class Unmonitored:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "signals": list(self.signals), "causes": list(self.causes)}
+
+
+def _precise(value: float) -> float | None:
+    """JSON-safe, to six significant digits: enough to give `change` back as it was written."""
+    if not math.isfinite(value):
+        return None
+    return float(f"{value:.6g}")
 
 
 def _short(value: float) -> str:

@@ -34,10 +34,14 @@ STANDS_OUT = 1 / 3
 
 def _filled(matrix: FloatArray) -> tuple[FloatArray, np.ndarray]:
     """Rows with gaps filled by their last sample (the first one before it), and which rows
-    have enough data to split."""
+    can be split: enough data, and present from the start like the fleet's view (row 0). A
+    replica born inside the window (a rollout's new pod) climbs to its share of the traffic
+    from nothing: its birth is no departure."""
     finite = np.isfinite(matrix)
     counts = finite.sum(axis=1)
     ok = counts >= 2 * MIN_SEGMENT
+    starts = np.argmax(finite, axis=1)
+    ok[1:] &= starts[1:] <= starts[0] + 2
     if finite.all():
         return matrix, ok
     n = matrix.shape[1]

@@ -75,13 +75,26 @@ def verdict_of(
     return "ambiguous" if tied(ranked, margin, own) else "cause"
 
 
-def _chain_layers(graph: TriageGraph, finding: CauseFinding) -> set[str]:
-    """The layers a cause accounts for: its own, those of the causes in its chain, and those
-    of the signals its checks read (a release that slows the engines explains the engine)."""
+def _chain(graph: TriageGraph, finding: CauseFinding, ranked: list[CauseFinding]) -> list[CauseFinding]:
+    """The cause and the ranked causes in its chain: those it explains and those explaining it."""
     kb = graph.knowledge
-    related = {finding.cause, *finding.explains, *finding.explained_by, *kb.causes[finding.cause].explains}
-    layers = {kb.causes[c].layer for c in related if c in kb.causes}
-    return layers | {SIGNALS[s].layer for s in _reads(graph, finding) if s in SIGNALS}
+    mine = set(kb.causes[finding.cause].explains)
+    return [finding] + [
+        f
+        for f in ranked
+        if f.cause != finding.cause and (f.cause in mine or finding.cause in kb.causes[f.cause].explains)
+    ]
+
+
+def _accounts_for(graph: TriageGraph, chain: list[CauseFinding]) -> tuple[set[str], set[str]]:
+    """The layers and signals a chain accounts for: its causes' layers, and the signals their
+    checks read with the layers of those (a release that slows the engines explains the engine)."""
+    kb = graph.knowledge
+    reads: set[str] = set()
+    for f in chain:
+        reads |= _reads(graph, f)
+    layers = {kb.causes[f.cause].layer for f in chain} | {SIGNALS[s].layer for s in reads if s in SIGNALS}
+    return layers, reads
 
 
 def _reads(graph: TriageGraph, finding: CauseFinding) -> set[str]:
@@ -111,8 +124,7 @@ def second_opinion(
     out: list[CauseFinding] = []
     notes: list[str] = []
     for finding in ranked:
-        layers = _chain_layers(graph, finding)
-        reads = _reads(graph, finding)
+        layers, reads = _accounts_for(graph, _chain(graph, finding, ranked))
         if any(m.layer in layers or m.signal in reads for m in first):
             out.append(finding)
             continue

@@ -270,7 +270,7 @@ def _forbidden(
     by_id = {f.cause: f for f in ranked}
     shown = next((e for e in symptom_evidence if e.holds), None)
     out = []
-    for fid in sorted(kb.forbidden):
+    for fid in kb.forbidden:  # in the playbook's order: scale-out, the first red line, first
         rule = kb.forbidden[fid]
         if top is not None and top.cause in rule.unless_top_cause:
             continue

@@ -9,12 +9,24 @@ copied, truncated, and later escaped by the templates, never evaluated as templa
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from signals.timeparse import format_instant, parse_instant
-from triage.core.model import Action, CauseFinding, Diagnosis, Evidence, Forbidden
-from triage.core.sections import sections
+from triage.core.model import (
+    VERDICTS,
+    Action,
+    CauseFinding,
+    Diagnosis,
+    Evidence,
+    FirstMover,
+    Forbidden,
+    Unmonitored,
+    Verdict,
+)
+from triage.core.render import FIRST_MOVERS_SHOWN
+from triage.core.sections import Sections, sections
 from triage.service.store.backend import Row, Tx
 
 MAX_ALERTS_KEPT = 1000
@@ -42,7 +54,45 @@ def _evidence(data: Mapping[str, Any]) -> Evidence:
         role=data.get("role", "requires"),
         note=str(data.get("note", "")),
         replicas=tuple(data.get("replicas") or ()),
+        live=data.get("live", True) is not False,
     )
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, (int, float, str)):
+        return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        return math.nan
+
+
+def _first_mover(data: Mapping[str, Any]) -> FirstMover:
+    """A first mover back from its JSON: its `before` and `after`, or for a row stored before
+    they were kept, the two values its `change` (`0.6 -> 0.99`) reads."""
+    old, _, new = str(data.get("change", "")).partition(" -> ")
+    before: object = data.get("before", old)
+    after: object = data.get("after", new)
+    moved_at = data.get("moved_at")
+    replica = data.get("replica")
+    return FirstMover(
+        signal=str(data.get("signal", "")),
+        replica=str(replica) if replica is not None else None,
+        layer=str(data.get("layer", "")),
+        moved_at=parse_instant(moved_at) if moved_at else 0.0,
+        before=_number(before),
+        after=_number(after),
+    )
+
+
+def _verdict(data: Mapping[str, Any]) -> Verdict:
+    """The stored verdict; a row written before verdicts were kept reads as its causes said."""
+    verdict = data.get("verdict")
+    if verdict in VERDICTS:
+        return verdict  # type: ignore[no-any-return]
+    if data.get("causes"):
+        return "cause"
+    return "unexplained" if data.get("symptom_visible") else "no_incident"
 
 
 def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Diagnosis:
@@ -78,24 +128,61 @@ def stored_diagnosis(data: Mapping[str, Any], symptom: str | None = None) -> Dia
             for a in data.get("first_actions") or ()
         ),
         forbidden=tuple(
-            Forbidden(str(f.get("action", "")), str(f.get("reason", ""))) for f in data.get("forbidden") or ()
+            Forbidden(
+                str(f.get("action", "")), str(f.get("reason", "")), f.get("tempting", True) is not False
+            )
+            for f in data.get("forbidden") or ()
         ),
         missing_signals=tuple(data.get("missing_signals") or ()),
         symptom_evidence=tuple(_evidence(e) for e in data.get("symptom_evidence") or ()),
         symptom_visible=data.get("symptom_visible"),
         signal_problems=tuple((data.get("signal_problems") or {}).items()),
+        verdict=_verdict(data),
+        ambiguous=tuple(
+            (str(a.get("cause", "")), str(a.get("tells_apart", ""))) for a in data.get("ambiguous") or ()
+        ),
+        first_movers=tuple(_first_mover(m) for m in data.get("first_movers") or ()),
+        notes=tuple(str(n) for n in data.get("notes") or ()),
+        unmonitored=tuple(
+            Unmonitored(
+                str(u.get("source", "")),
+                tuple(str(x) for x in u.get("signals") or ()),
+                tuple(str(x) for x in u.get("causes") or ()),
+            )
+            for u in data.get("unmonitored") or ()
+        ),
+        history_start=parse_instant(data["history_start"]) if data.get("history_start") else None,
     )
+
+
+def first_movers_brief(s: Sections) -> list[dict[str, Any]]:
+    """The first movers a message shows (the first few, earliest first), each with its line."""
+    return [
+        {
+            "signal": m.signal,
+            "replica": m.replica,
+            "layer": m.layer,
+            "moved_at": m.moved_at,
+            "change": m.change,
+            "text": m.text,
+        }
+        for m in s.first_movers[:FIRST_MOVERS_SHOWN]
+    ]
 
 
 def diagnosis_brief(row: Row | None) -> dict[str, Any]:
     """The headline of a stored annotation: symptom, its fleet and how it was chosen (`scope`), top
-    cause, first actions, forbidden actions; the verdict in words, the top cause's evidence,
-    what not to do and why, and the diagnosis's onset and instant (ISO 8601, or None)."""
+    cause, first actions, forbidden actions; the verdict in words (`verdict`), its kind
+    (`verdict_kind`, None before a diagnosis) and the causes it names (`verdict_causes`;
+    `ambiguous`: each contender and what tells it apart), the first movers (the first few), the
+    notes, the top cause's evidence, what not to do and why (tempting first), what is not
+    monitored, and the diagnosis's onset and instant (ISO 8601, or None)."""
     if row is None:
         return {"state": "pending", "symptom": None, "cause": None, "signals": None}
     data: dict[str, Any] = json.loads(row["diagnosis"]) if row["diagnosis"] else {}
     s = sections(stored_diagnosis(data, row["symptom"]))
-    top = s.verdict.top
+    v = s.verdict
+    top = v.top
     return {
         "state": row["state"],
         "symptom": row["symptom"],
@@ -109,12 +196,23 @@ def diagnosis_brief(row: Row | None) -> dict[str, Any]:
         "first_actions": [a.text for a in s.actions[:3]],
         "forbidden": [f.action for f in s.forbidden],
         "missing_signals": list(s.missing),
-        "verdict": f"{top.cause} ({top.layer})" if top else s.verdict.message,
+        "verdict": v.sentence if data else None,
+        "verdict_kind": v.kind if data else None,
+        "verdict_causes": list(v.causes),
+        "ambiguous": [
+            {"cause": c.cause, "layer": c.layer, "score": c.score, "tells_apart": c.tells}
+            for c in v.contenders
+        ],
+        "first_movers": first_movers_brief(s),
+        "notes": list(s.notes),
         "evidence": [
             {"holds": e.holds, "mark": e.mark, "check": e.check, "note": e.note, "replicas": list(e.replicas)}
-            for e in (top.brief if top else ())
+            for e in (top.brief if top and v.kind == "cause" else ())
         ],
-        "do_not": [{"action": f.action, "reason": f.reason} for f in s.forbidden],
+        "do_not": [{"action": f.action, "reason": f.reason, "tempting": f.tempting} for f in s.forbidden],
+        "unmonitored": [
+            {"source": u.source, "signals": list(u.signals), "causes": list(u.causes)} for u in s.unmonitored
+        ],
         "onset": data.get("onset"),
         "at": data.get("at"),
     }
