@@ -187,6 +187,33 @@ class SignalFrame:
         self._replicas[signal] = view
         return view
 
+    def views_between(self, signal: str, span: slice) -> tuple[FloatArray, ReplicaView]:
+        """The fleet's view and the replicas' over a span of steps: sliced from the cached whole
+        views where they exist, else built for the span alone (a reader that scans every signal
+        over the last hours need not build six hours of each)."""
+        if signal in self._replicas and signal in self._fleet:
+            view = self._replicas[signal]
+            return self._fleet[signal][span], ReplicaView(view.replicas, view.values[:, span])
+        groups: dict[str, list[FloatArray]] = {}
+        own: list[FloatArray] = []
+        for s in self._by_signal.get(signal, []):
+            name = s.replica
+            if name is None:
+                own.append(s.values[span])
+            else:
+                groups.setdefault(name, []).append(s.values[span])
+        names = tuple(sorted(groups))
+        how = self._how(signal)
+        width = len(self.times[span])
+        if names and all(len(groups[n]) == 1 for n in names):
+            matrix = np.vstack([groups[n][0] for n in names])
+        elif names:
+            matrix = np.vstack([aggregate(np.vstack(groups[n]), how) for n in names])
+        else:
+            matrix = np.empty((0, width))
+        fleet = aggregate(np.vstack(own), how) if own else aggregate(matrix, how)
+        return fleet, ReplicaView(names, matrix)
+
     def fleet(self, signal: str) -> FloatArray:
         """The fleet's view: its own series when present, else the replicas combined."""
         cached = self._fleet.get(signal)

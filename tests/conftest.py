@@ -79,3 +79,21 @@ def postgres_url(postgres_server: TemporaryPostgres) -> Iterator[str]:
     if not postgres_server.running:
         postgres_server.start()
     postgres_server.drop_database(unquote(urlsplit(url).path.lstrip("/")))
+
+
+# ------------------------------------------------------------------ the metamorphic table
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """The invariance table of tests/test_metamorphic.py, when any of its relations ran."""
+    import sys
+
+    module = sys.modules.get("metamorphic")
+    lines = module.table() if module is not None else []
+    if not lines:
+        return
+    terminalreporter.write_sep("=", "metamorphic relations")
+    for line in lines:
+        terminalreporter.write_line(line)

@@ -32,25 +32,22 @@ STANDS_OUT = 1 / 3
 """A replica's move is named when at most this share of the replicas moved with it."""
 
 
-def _filled(matrix: FloatArray) -> tuple[FloatArray, np.ndarray]:
-    """Rows with gaps filled by their last sample (the first one before it), and which rows
-    can be split: enough data, and present from the start like the fleet's view (row 0). A
-    replica born inside the window (a rollout's new pod) climbs to its share of the traffic
-    from nothing: its birth is no departure."""
+def _filled(matrix: FloatArray) -> tuple[FloatArray, np.ndarray, np.ndarray]:
+    """Rows with gaps filled by their last sample (the first one before it), which rows have
+    enough data to split, and where each row's data starts."""
     finite = np.isfinite(matrix)
     counts = finite.sum(axis=1)
     ok = counts >= 2 * MIN_SEGMENT
     starts = np.argmax(finite, axis=1)
-    ok[1:] &= starts[1:] <= starts[0] + 2
     if finite.all():
-        return matrix, ok
+        return matrix, ok, starts
     n = matrix.shape[1]
     idx = np.where(finite, np.arange(n)[None, :], -1)
     idx = np.maximum.accumulate(idx, axis=1)
     first = np.argmax(finite, axis=1)
     idx = np.where(idx < 0, first[:, None], idx)
     filled = np.take_along_axis(matrix, idx, axis=1)
-    return np.where(np.isfinite(filled), filled, 0.0), ok
+    return np.where(np.isfinite(filled), filled, 0.0), ok, starts
 
 
 def change_points(matrix: FloatArray) -> tuple[np.ndarray, FloatArray, FloatArray, FloatArray]:
@@ -79,40 +76,46 @@ def change_points(matrix: FloatArray) -> tuple[np.ndarray, FloatArray, FloatArra
 
 
 def _running_sums(
-    frame: SignalFrame, signal: str, width: int, warmup: float
-) -> tuple[FloatArray, FloatArray]:
-    """Running sums, over whole bins of `width` steps, of the samples and of their count: the
-    fleet's view first, then each replica's, over the whole frame (cached on it), so the means
-    of any run of bins, at any moment of a replay, are two subtractions away. Steps in the
-    warm-up after a birth count as empty."""
+    frame: SignalFrame, signal: str, width: int, warmup: float, origin: int
+) -> tuple[int, FloatArray, FloatArray, tuple[str, ...]]:
+    """Running sums, over whole bins of `width` steps from bin `origin` to the frame's end, of
+    the samples and of their count: the fleet's view first, then each replica's (cached on the
+    frame, and kept when a later moment asks for fewer bins), so the means of any run of bins,
+    at any moment of a replay, are two subtractions away. Steps in the warm-up after a birth
+    count as empty. Gives back the origin the sums start at, and the replicas' names."""
     key = ("movers", signal, width, warmup)
     cached = frame.memo.get(key)
-    if isinstance(cached, tuple):
+    if isinstance(cached, tuple) and cached[0] <= origin:
         return cached
-    view = frame.replicas(signal)
+    bins = len(frame.times) // width - origin
+    span = slice(origin * width, (origin + bins) * width)
+    fleet, view = frame.views_between(signal, span)
     rows = 1 + view.values.shape[0]
-    bins = len(frame.times) // width
     matrix = np.empty((rows, bins * width))
-    matrix[0] = frame.fleet(signal)[: bins * width]
-    matrix[1:] = view.values[:, : bins * width]
+    matrix[0] = fleet
+    matrix[1:] = view.values
     finite = np.isfinite(matrix)
-    finite &= ~frame.warm(warmup)[None, : bins * width]
+    finite &= ~frame.warm(warmup)[None, span]
     matrix[~finite] = 0.0
     sums = np.zeros((rows, bins + 1))
     np.cumsum(matrix.reshape(rows, bins, width).sum(axis=2), axis=1, out=sums[:, 1:])
     counts = np.zeros((rows, bins + 1))
     np.cumsum(finite.reshape(rows, bins, width).sum(axis=2), axis=1, out=counts[:, 1:])
-    frame.memo[key] = (sums, counts)
-    return sums, counts
+    frame.memo[key] = (origin, sums, counts, view.replicas)
+    return origin, sums, counts, view.replicas
 
 
-def _binned(frame: SignalFrame, signal: str, first: int, last: int, width: int, warmup: float) -> FloatArray:
-    """Means of bins `first` to `last` (exclusive), per row; NaN where a bin is empty."""
-    sums, counts = _running_sums(frame, signal, width, warmup)
+def _binned(
+    frame: SignalFrame, signal: str, first: int, last: int, width: int, warmup: float
+) -> tuple[tuple[str, ...], FloatArray]:
+    """The replicas' names, and the means of bins `first` to `last` (exclusive) per row (the
+    fleet's first); NaN where a bin is empty."""
+    origin, sums, counts, names = _running_sums(frame, signal, width, warmup, first)
+    first, last = first - origin, last - origin
     total = sums[:, first + 1 : last + 1] - sums[:, first:last]
     count = counts[:, first + 1 : last + 1] - counts[:, first:last]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+        return names, np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
 
 
 def _numeric(frame: SignalFrame) -> Iterable[str]:
@@ -139,27 +142,40 @@ def first_movers(
     if last - first < 2 * MIN_SEGMENT + 1:
         return ()
     times = frame.times[first * width : last * width : width]
-    found: list[tuple[float, float, FirstMover]] = []
+    blocks: list[tuple[str, tuple[str, ...], int, int]] = []
+    matrices: list[FloatArray] = []
+    offset = 0
     for name in _numeric(frame):
-        view = frame.replicas(name)
-        binned = _binned(frame, name, first, last, width, warmup)
-        matrix = binned if view.values.shape[0] > 1 else binned[:1]
-        filled, ok = _filled(matrix)
-        split, score, before, after = change_points(filled)
-        size = np.abs(after - before)
-        relative = size / np.maximum(np.maximum(np.abs(before), np.abs(after)), 1e-12)
-        when = times[split]
-        moved = (
-            ok
-            & (score >= settings.onset_min_score)
-            & (relative >= settings.onset_min_shift)
-            & (size >= settings.floors.get(name, 0.0))
-            & (when >= earliest)
-            & (when <= at)
-        )
+        names, binned = _binned(frame, name, first, last, width, warmup)
+        matrix = binned if len(names) > 1 else binned[:1]
+        blocks.append((name, names if len(names) > 1 else (), offset, matrix.shape[0]))
+        matrices.append(matrix)
+        offset += matrix.shape[0]
+    if not matrices:
+        return ()
+    # every signal's rows in one search: one pass of the statistic, however many signals
+    filled, ok_all, starts = _filled(np.vstack(matrices))
+    split_all, score_all, before_all, after_all = change_points(filled)
+    size_all = np.abs(after_all - before_all)
+    relative_all = size_all / np.maximum(np.maximum(np.abs(before_all), np.abs(after_all)), 1e-12)
+    when_all = times[split_all]
+    strong = (
+        ok_all
+        & (score_all >= settings.onset_min_score)
+        & (relative_all >= settings.onset_min_shift)
+        & (when_all >= earliest)
+        & (when_all <= at)
+    )
+    found: list[tuple[float, float, FirstMover]] = []
+    for name, replicas, offset, rows in blocks:
+        block = slice(offset, offset + rows)
+        score, before, after, when = score_all[block], before_all[block], after_all[block], when_all[block]
+        moved = strong[block] & (size_all[block] >= settings.floors.get(name, 0.0))
+        # a replica born inside the window (a rollout's new pod) climbs to its share of the
+        # traffic from nothing: its birth is no departure
+        moved[1:] &= starts[block][1:] <= starts[offset] + 2
         layer = SIGNALS[name].layer
-        replicas = view.replicas if matrix.shape[0] > 1 else ()
-        movers_at = [i for i in range(1, matrix.shape[0]) if moved[i]]
+        movers_at = [i for i in range(1, rows) if moved[i]]
         if replicas and 0 < len(movers_at) <= max(1, int(STANDS_OUT * len(replicas))):
             for i in movers_at:
                 mover = FirstMover(

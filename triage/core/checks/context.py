@@ -33,6 +33,10 @@ class Context:
     """The symptom diagnosed: what a cause's evidence must fit (`symptom_is`)."""
     _views: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
     _results: dict[CheckSpec, Evidence] = field(default_factory=dict)
+    medians: dict[tuple[str, tuple[float, float]], tuple[tuple[str, ...], FloatArray]] = field(
+        default_factory=dict
+    )
+    """Each replica's median of a signal over a window, shared by the checks that compare them."""
 
     def view(self, signal: str, view: str | None, times: str | None = None) -> FloatArray:
         key = (signal, view or "fleet") if times is None else (f"{signal}*{times}", view or "fleet")

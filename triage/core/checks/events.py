@@ -55,6 +55,10 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         )
     incident = ctx.frame.index(*incident_window)
     pre = ctx.frame.index(*pre_window)
+    births = ctx.frame.births()
+    # where the whole record begins, a value held from the first sample has no past to be new
+    # against: a state ("last termination was an error") may be hours old
+    unseen_past = ctx.frame.position(births[0]) + 1 if births else 0
     flagged: list[str] = []
     peak = math.nan
     before = math.nan
@@ -70,7 +74,9 @@ def check_event(ctx: Context, check: CheckSpec) -> Evidence:
         high = now_f > threshold
         old_high = old_f > threshold
         duty_before = float(old_high.mean()) if old_f.size else 0.0
-        if high.any() and new_against_background(float(high.mean()), duty_before):
+        first = int(np.argmax(np.isfinite(row))) if np.isfinite(row).any() else 0
+        born_high = not old_f.size and first < unseen_past and bool(row[first] > threshold)
+        if high.any() and not born_high and new_against_background(float(high.mean()), duty_before):
             flagged.append(name)
             peak = float(np.nanmax([peak, now_f.max()])) if math.isfinite(peak) else float(now_f.max())
         if old_f.size:

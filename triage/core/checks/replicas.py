@@ -68,9 +68,12 @@ def leave_one_out_medians(values: FloatArray) -> FloatArray:
 def _replica_medians(
     ctx: Context, signal: str, window: tuple[float, float]
 ) -> tuple[tuple[str, ...], FloatArray]:
-    view = ctx.frame.replicas(signal)
-    span = ctx.frame.index(*window)
-    return view.replicas, row_medians(view.values[:, span])
+    cached = ctx.medians.get((signal, window))
+    if cached is None:
+        view = ctx.frame.replicas(signal)
+        span = ctx.frame.index(*window)
+        cached = ctx.medians[(signal, window)] = (view.replicas, row_medians(view.values[:, span]))
+    return cached
 
 
 def check_outlier(ctx: Context, check: CheckSpec) -> Evidence:
