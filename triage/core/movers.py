@@ -76,19 +76,19 @@ def change_points(matrix: FloatArray) -> tuple[np.ndarray, FloatArray, FloatArra
 
 
 def _running_sums(
-    frame: SignalFrame, signal: str, width: int, warmup: float, origin: int
+    frame: SignalFrame, signal: str, width: int, phase: int, warmup: float, origin: int
 ) -> tuple[int, FloatArray, FloatArray, tuple[str, ...]]:
     """Running sums, over whole bins of `width` steps from bin `origin` to the frame's end, of
     the samples and of their count: the fleet's view first, then each replica's (cached on the
     frame, and kept when a later moment asks for fewer bins), so the means of any run of bins,
     at any moment of a replay, are two subtractions away. Steps in the warm-up after a birth
     count as empty. Gives back the origin the sums start at, and the replicas' names."""
-    key = ("movers", signal, width, warmup)
+    key = ("movers", signal, width, phase, warmup)
     cached = frame.memo.get(key)
     if isinstance(cached, tuple) and cached[0] <= origin:
         return cached
-    bins = len(frame.times) // width - origin
-    span = slice(origin * width, (origin + bins) * width)
+    bins = (len(frame.times) - phase) // width - origin
+    span = slice(phase + origin * width, phase + (origin + bins) * width)
     fleet, view = frame.views_between(signal, span)
     rows = 1 + view.values.shape[0]
     matrix = np.empty((rows, bins * width))
@@ -106,11 +106,11 @@ def _running_sums(
 
 
 def _binned(
-    frame: SignalFrame, signal: str, first: int, last: int, width: int, warmup: float
+    frame: SignalFrame, signal: str, first: int, last: int, width: int, phase: int, warmup: float
 ) -> tuple[tuple[str, ...], FloatArray]:
     """The replicas' names, and the means of bins `first` to `last` (exclusive) per row (the
     fleet's first); NaN where a bin is empty."""
-    origin, sums, counts, names = _running_sums(frame, signal, width, warmup, first)
+    origin, sums, counts, names = _running_sums(frame, signal, width, phase, warmup, first)
     first, last = first - origin, last - origin
     total = sums[:, first + 1 : last + 1] - sums[:, first:last]
     count = counts[:, first + 1 : last + 1] - counts[:, first:last]
@@ -138,15 +138,19 @@ def first_movers(
     span = frame.index(start, at)
     width = max(1, round(BIN / frame.step))
     warmup = parse_duration(w.warmup)
-    first, last = -(-span.start // width), span.stop // width  # whole bins up to `at`, never past it
+    # bins start on whole minutes of the clock, whatever step the data starts on, so where the
+    # history begins never moves a change from one bin to the next
+    phase = round(((-frame.times[0]) % BIN) / frame.step) % width
+    # whole bins up to `at`, never past it
+    first, last = -(-(span.start - phase) // width), (span.stop - phase) // width
     if last - first < 2 * MIN_SEGMENT + 1:
         return ()
-    times = frame.times[first * width : last * width : width]
+    times = frame.times[phase + first * width : phase + last * width : width]
     blocks: list[tuple[str, tuple[str, ...], int, int]] = []
     matrices: list[FloatArray] = []
     offset = 0
     for name in _numeric(frame):
-        names, binned = _binned(frame, name, first, last, width, warmup)
+        names, binned = _binned(frame, name, first, last, width, phase, warmup)
         matrix = binned if len(names) > 1 else binned[:1]
         blocks.append((name, names if len(names) > 1 else (), offset, matrix.shape[0]))
         matrices.append(matrix)
