@@ -8,7 +8,9 @@ onset's relative shift) and larger than the signal's absolute floor, and when it
 between the lead before the onset and the moment diagnosed.
 
 A replica is named when it moved and most of its peers did not (one replica out of line is
-the news); when most replicas moved together the fleet's view stands for them.
+the news); when most replicas moved together the fleet's view stands for them. Only the
+replicas whose level shifted at all (half the floor and half the relative shift, after
+against before) are searched, so a quiet fleet of 64 costs little more than its fleet view.
 """
 
 from __future__ import annotations
@@ -105,17 +107,47 @@ def _running_sums(
     return origin, sums, counts, view.replicas
 
 
-def _binned(
-    frame: SignalFrame, signal: str, first: int, last: int, width: int, phase: int, warmup: float
-) -> tuple[tuple[str, ...], FloatArray]:
-    """The replicas' names, and the means of bins `first` to `last` (exclusive) per row (the
-    fleet's first); NaN where a bin is empty."""
-    origin, sums, counts, names = _running_sums(frame, signal, width, phase, warmup, first)
-    first, last = first - origin, last - origin
-    total = sums[:, first + 1 : last + 1] - sums[:, first:last]
-    count = counts[:, first + 1 : last + 1] - counts[:, first:last]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return names, np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+class _Sums:
+    """One signal's running sums over bins `first` to `last` of a moment: means of any run of
+    bins for any rows, two subtractions away."""
+
+    def __init__(
+        self, frame: SignalFrame, signal: str, first: int, last: int, width: int, phase: int, warmup: float
+    ):
+        origin, self.sums, self.counts, self.names = _running_sums(frame, signal, width, phase, warmup, first)
+        self.first, self.last = first - origin, last - origin
+
+    def means(self, rows: list[int] | slice, a: int, b: int) -> FloatArray:
+        """Per row, the mean of bins `a` to `b` (relative to `first`); NaN where none has a sample."""
+        a, b = a + self.first, b + self.first
+        total = self.sums[rows, b] - self.sums[rows, a]
+        count = self.counts[rows, b] - self.counts[rows, a]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+
+    def binned(self, rows: list[int]) -> FloatArray:
+        """The means of every bin, per row (NaN where a bin is empty)."""
+        a, b = self.first, self.last
+        total = self.sums[rows, a + 1 : b + 1] - self.sums[rows, a:b]
+        count = self.counts[rows, a + 1 : b + 1] - self.counts[rows, a:b]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+
+    def shifted(self, split_at: int, floor: float, shift: float) -> list[int]:
+        """The replicas (row indices, the fleet's view being row 0) whose level after `split_at`
+        (all of it, or its last bins) differs from before by half the floor and half the relative
+        shift a change point needs: the ones worth searching, the others being as they were."""
+        n = self.last - self.first
+        if len(self.names) < 2 or split_at <= 0 or split_at >= n:
+            return []
+        rows = slice(1, None)
+        before = self.means(rows, 0, split_at)
+        moved = np.zeros(len(self.names), dtype=bool)
+        for level in (self.means(rows, split_at, n), self.means(rows, max(split_at, n - MIN_SEGMENT), n)):
+            size = np.abs(level - before)
+            relative = size / np.maximum(np.maximum(np.abs(level), np.abs(before)), 1e-12)
+            moved |= (size >= floor / 2) & (relative >= shift / 2)
+        return [int(i) + 1 for i in np.flatnonzero(moved)]
 
 
 def _numeric(frame: SignalFrame) -> Iterable[str]:
@@ -146,13 +178,20 @@ def first_movers(
     if last - first < 2 * MIN_SEGMENT + 1:
         return ()
     times = frame.times[phase + first * width : phase + last * width : width]
+    split_at = int(np.searchsorted(times, earliest))
     blocks: list[tuple[str, tuple[str, ...], int, int]] = []
     matrices: list[FloatArray] = []
     offset = 0
     for name in _numeric(frame):
-        names, binned = _binned(frame, name, first, last, width, phase, warmup)
-        matrix = binned if len(names) > 1 else binned[:1]
-        blocks.append((name, names if len(names) > 1 else (), offset, matrix.shape[0]))
+        sums = _Sums(frame, name, first, last, width, phase, warmup)
+        shifted = sums.shifted(split_at, settings.floors.get(name, 0.0), settings.onset_min_shift)
+        # a replica is news only when few moved; when many did, the fleet's view stands for them
+        if 0 < len(shifted) <= max(1, int(STANDS_OUT * len(sums.names))):
+            matrix = sums.binned([0, *shifted])
+            replicas = tuple(sums.names[i - 1] for i in shifted)
+        else:
+            matrix, replicas = sums.binned([0]), ()
+        blocks.append((name, replicas, offset, matrix.shape[0]))
         matrices.append(matrix)
         offset += matrix.shape[0]
     if not matrices:
@@ -180,7 +219,7 @@ def first_movers(
         moved[1:] &= starts[block][1:] <= starts[offset] + 2
         layer = SIGNALS[name].layer
         movers_at = [i for i in range(1, rows) if moved[i]]
-        if replicas and 0 < len(movers_at) <= max(1, int(STANDS_OUT * len(replicas))):
+        if movers_at:
             for i in movers_at:
                 mover = FirstMover(
                     name, replicas[i - 1], layer, float(when[i]), float(before[i]), float(after[i])
