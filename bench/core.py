@@ -2,7 +2,8 @@
 
 Measures, each in a fresh process so caches and memory start cold:
   load            read + validate + build the frame (target <= 5 s)
-  first diagnosis the first diagnosis after load, cold view caches (target <= 100 ms)
+  first diagnosis the first diagnosis after load, cold view caches, verdict and first
+                  movers included (target <= 100 ms)
   warm diagnosis  median of 20 more diagnoses at other moments
   replay 1m       a full `replay --every 1m`: 360 diagnoses (target <= 10 s)
   peak RSS        of the process that did all of the above (target <= 600 MB)
