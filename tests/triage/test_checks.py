@@ -126,8 +126,12 @@ def test_an_old_xid_code_on_a_new_pod_of_the_same_gpu_is_not_new() -> None:
     new_pod[ONSET:] = 79
     e = evaluate(ctx_for(series), check(kind="event", signal="gpu_xid"))
     assert e.holds is True and e.replicas == ("vllm-new",) and e.value == 79
-    # Without the UUID the new pod's series has no history: its first code counts as new.
-    bare = {'gpu_xid{instance="vllm-new",gpu="0"}': np.where(np.arange(N) >= ONSET - 28, 43.0, np.nan)}
+    # Without the UUID the new pod's series has no history: its first code counts as new,
+    # when the record itself began before it (a pod born mid-record, not the record's birth).
+    bare = {
+        'gpu_xid{instance="vllm-new",gpu="0"}': np.where(np.arange(N) >= ONSET - 28, 43.0, np.nan),
+        'gpu_xid{instance="vllm-other",gpu="1"}': np.zeros(N),
+    }
     assert evaluate(ctx_for(bare), check(kind="event", signal="gpu_xid")).holds is True
 
 
@@ -291,7 +295,8 @@ def test_windows_around_an_onset() -> None:
     onset = frame.times[ONSET]
     w = make_windows(frame, frame.end, onset, Settings())
     assert w.recent == (frame.end - 300, frame.end)
-    assert w.baseline[1] == onset - 120 and w.baseline[0] == frame.start
+    # the data begins at frame.start: its first five minutes are warm-up, not baseline
+    assert w.baseline[1] == onset - 120 and w.baseline[0] == frame.start + 300
     assert w.incident[0] == onset - 900
     assert w.pre[1] < w.incident[0]
     assert frame.step == STEP
