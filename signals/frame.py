@@ -12,7 +12,7 @@ for the same views hundreds of times.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -170,11 +170,17 @@ class SignalFrame:
         cached = self._replicas.get(signal)
         if cached is not None:
             return cached
+        view = self._replica_view(signal, slice(None))
+        self._replicas[signal] = view
+        return view
+
+    def _replica_view(self, signal: str, span: slice) -> ReplicaView:
+        """One row per replica over a span of steps, built (not cached)."""
         groups: dict[str, list[FloatArray]] = {}
         for s in self._by_signal.get(signal, []):
             name = s.replica
             if name is not None:
-                groups.setdefault(name, []).append(s.values)
+                groups.setdefault(name, []).append(s.values[span])
         names = tuple(sorted(groups))
         how = self._how(signal)
         if names and all(len(groups[n]) == 1 for n in names):
@@ -182,10 +188,8 @@ class SignalFrame:
         elif names:
             matrix = np.vstack([aggregate(np.vstack(groups[n]), how) for n in names])
         else:
-            matrix = np.empty((0, len(self.times)))
-        view = ReplicaView(names, matrix)
-        self._replicas[signal] = view
-        return view
+            matrix = np.empty((0, len(self.times[span])))
+        return ReplicaView(names, matrix)
 
     def views_between(self, signal: str, span: slice) -> tuple[FloatArray, ReplicaView]:
         """The fleet's view and the replicas' over a span of steps: sliced from the cached whole
@@ -194,39 +198,24 @@ class SignalFrame:
         if signal in self._replicas and signal in self._fleet:
             view = self._replicas[signal]
             return self._fleet[signal][span], ReplicaView(view.replicas, view.values[:, span])
-        groups: dict[str, list[FloatArray]] = {}
-        own: list[FloatArray] = []
-        for s in self._by_signal.get(signal, []):
-            name = s.replica
-            if name is None:
-                own.append(s.values[span])
-            else:
-                groups.setdefault(name, []).append(s.values[span])
-        names = tuple(sorted(groups))
-        how = self._how(signal)
-        width = len(self.times[span])
-        if names and all(len(groups[n]) == 1 for n in names):
-            matrix = np.vstack([groups[n][0] for n in names])
-        elif names:
-            matrix = np.vstack([aggregate(np.vstack(groups[n]), how) for n in names])
-        else:
-            matrix = np.empty((0, width))
-        fleet = aggregate(np.vstack(own), how) if own else aggregate(matrix, how)
-        return fleet, ReplicaView(names, matrix)
+        view = self._replica_view(signal, span)
+        return self._fleet_of(signal, span, lambda: view.values), view
 
     def fleet(self, signal: str) -> FloatArray:
         """The fleet's view: its own series when present, else the replicas combined."""
         cached = self._fleet.get(signal)
         if cached is not None:
             return cached
-        how = self._how(signal)
-        own = [s.values for s in self._by_signal.get(signal, []) if s.replica is None]
-        if own:
-            values = aggregate(np.vstack(own), how)
-        else:
-            values = aggregate(self.replicas(signal).values, how)
+        values = self._fleet_of(signal, slice(None), lambda: self.replicas(signal).values)
         self._fleet[signal] = values
         return values
+
+    def _fleet_of(self, signal: str, span: slice, replica_rows: Callable[[], FloatArray]) -> FloatArray:
+        """The fleet's view over a span: its own series when present, else the replicas' rows
+        (asked for only then) combined."""
+        how = self._how(signal)
+        own = [s.values[span] for s in self._by_signal.get(signal, []) if s.replica is None]
+        return aggregate(np.vstack(own), how) if own else aggregate(replica_rows(), how)
 
     def across_replicas(self, signal: str, how: Aggregation) -> FloatArray:
         """The replicas combined step by step with `how` (the worst replica: max), cached.

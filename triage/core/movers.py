@@ -24,8 +24,8 @@ from signals.timeparse import parse_duration
 from signals.vocabulary import SIGNALS
 from triage.core.model import FirstMover
 from triage.core.playbook import Settings
+from triage.core.windows import MIN_SEGMENT, split_statistics
 
-MIN_SEGMENT = 4
 LIMIT = 10
 BIN = 60.0
 """Change points are searched on one-minute means: a minute's resolution, at a fraction of
@@ -55,25 +55,10 @@ def _filled(matrix: FloatArray) -> tuple[FloatArray, np.ndarray, np.ndarray]:
 def change_points(matrix: FloatArray) -> tuple[np.ndarray, FloatArray, FloatArray, FloatArray]:
     """Per row, the strongest mean shift in either direction: (split index, t score, mean before,
     mean after). Rows are complete (no NaN)."""
-    rows, n = matrix.shape
-    c1 = np.cumsum(matrix, axis=1)
-    c2 = np.cumsum(matrix * matrix, axis=1)
-    k = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
-    n1 = k.astype(np.float64)[None, :]
-    n2 = n - n1
-    s1 = c1[:, k - 1]
-    s2 = c1[:, -1:] - s1
-    q1 = c2[:, k - 1]
-    q2 = c2[:, -1:] - q1
-    m1 = s1 / n1
-    m2 = s2 / n2
-    var = np.maximum((q1 - n1 * m1 * m1) + (q2 - n2 * m2 * m2), 0.0) / max(n - 2, 1)
-    scale = np.abs(matrix).mean(axis=1, keepdims=True)
-    floor = (1e-3 * scale) ** 2 + 1e-18
-    se = np.sqrt(np.maximum(var, floor) * (1.0 / n1 + 1.0 / n2))
+    k, m1, m2, se = split_statistics(matrix)
     score = np.abs(m2 - m1) / se
     best = np.argmax(score, axis=1)
-    pick = np.arange(rows)
+    pick = np.arange(matrix.shape[0])
     return k[best], score[pick, best], m1[pick, best], m2[pick, best]
 
 
@@ -117,21 +102,19 @@ class _Sums:
         origin, self.sums, self.counts, self.names = _running_sums(frame, signal, width, phase, warmup, first)
         self.first, self.last = first - origin, last - origin
 
-    def means(self, rows: list[int] | slice, a: int, b: int) -> FloatArray:
-        """Per row, the mean of bins `a` to `b` (relative to `first`); NaN where none has a sample."""
-        a, b = a + self.first, b + self.first
-        total = self.sums[rows, b] - self.sums[rows, a]
-        count = self.counts[rows, b] - self.counts[rows, a]
+    def means(self, rows: list[int] | slice, a: int | np.ndarray, b: int | np.ndarray) -> FloatArray:
+        """Per row, the mean of bins `a` to `b` (relative to `first`; arrays of them give one mean
+        each); NaN where none has a sample."""
+        sums, counts = self.sums[rows], self.counts[rows]
+        total = sums[:, b + self.first] - sums[:, a + self.first]
+        count = counts[:, b + self.first] - counts[:, a + self.first]
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
 
     def binned(self, rows: list[int]) -> FloatArray:
         """The means of every bin, per row (NaN where a bin is empty)."""
-        a, b = self.first, self.last
-        total = self.sums[rows, a + 1 : b + 1] - self.sums[rows, a:b]
-        count = self.counts[rows, a + 1 : b + 1] - self.counts[rows, a:b]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+        edges = np.arange(self.last - self.first + 1)
+        return self.means(rows, edges[:-1], edges[1:])
 
     def shifted(self, split_at: int, floor: float, shift: float) -> list[int]:
         """The replicas (row indices, the fleet's view being row 0) whose level after `split_at`

@@ -23,7 +23,7 @@ from signals.vocabulary import EXPORTERS, SIGNALS
 from triage.core.graph import TriageGraph
 from triage.core.model import CauseFinding, FirstMover, Unmonitored, Verdict
 from triage.core.movers import earliest
-from triage.core.playbook import iter_checks
+from triage.core.playbook import signals_of
 
 
 def chained(a: CauseFinding, b: CauseFinding) -> bool:
@@ -51,7 +51,7 @@ def tells_apart(graph: TriageGraph, finding: CauseFinding, others: Iterable[Caus
     kb = graph.knowledge
     theirs: set[str] = set()
     for other in others:
-        theirs |= {s for c in iter_checks(kb.causes[other.cause].requires) for s in c.signals()}
+        theirs |= signals_of(kb.causes[other.cause].requires)
     own = [e for e in finding.evidence if e.holds and e.role == "requires" and e.signal not in theirs]
     own = own or [e for e in finding.evidence if e.holds and e.signal not in theirs]
     own = own or [e for e in finding.evidence if e.holds]
@@ -65,14 +65,13 @@ def tells_apart(graph: TriageGraph, finding: CauseFinding, others: Iterable[Caus
     return "; ".join(parts) or kb.causes[finding.cause].title
 
 
-def verdict_of(
-    breached: bool, ranked: list[CauseFinding], margin: float, own: Mapping[str, float]
-) -> Verdict:
+def verdict_of(breached: bool, ranked: list[CauseFinding], close: list[CauseFinding]) -> Verdict:
+    """The verdict, from the breach, the ranked causes and those tied at the top (`tied`)."""
     if not breached:
         return "no_incident"
     if not ranked:
         return "unexplained"
-    return "ambiguous" if tied(ranked, margin, own) else "cause"
+    return "ambiguous" if close else "cause"
 
 
 def _chain(graph: TriageGraph, finding: CauseFinding, ranked: list[CauseFinding]) -> list[CauseFinding]:
@@ -100,23 +99,20 @@ def _accounts_for(graph: TriageGraph, chain: list[CauseFinding]) -> tuple[set[st
 def _reads(graph: TriageGraph, finding: CauseFinding) -> set[str]:
     """The signals a cause's checks read and its evidence holds on."""
     spec = graph.knowledge.causes[finding.cause]
-    reads = {
-        s for entries in (spec.requires, spec.supports) for c in iter_checks(entries) for s in c.signals()
-    }
-    return reads | {e.signal for e in finding.evidence if e.holds}
+    return signals_of(spec.requires, spec.supports) | {e.signal for e in finding.evidence if e.holds}
 
 
 def second_opinion(
     graph: TriageGraph,
     ranked: list[CauseFinding],
+    top: str,
     movers: tuple[FirstMover, ...],
     step: float,
     penalty: float,
 ) -> tuple[list[CauseFinding], tuple[str, ...]]:
-    """Lower the causes whose chain leaves the first movers unexplained, and say why.
-
-    `ranked` is in the walk's order (the note speaks of the first); the scores lowered are
-    the causes' own, so the order is made again afterwards.
+    """Lower the causes whose chain leaves the first movers unexplained, and say why for `top`
+    (the cause the walk ranks first). The scores lowered are the causes' own, so the caller
+    orders them again afterwards.
     """
     first = earliest(movers, step)
     if not first or not ranked:
@@ -129,7 +125,7 @@ def second_opinion(
             out.append(finding)
             continue
         out.append(replace(finding, score=round(finding.score * penalty, 4)))
-        if finding.cause == ranked[0].cause:
+        if finding.cause == top:
             m = first[0]
             where = f" on {m.replica}" if m.replica else ""
             notes.append(
@@ -156,8 +152,7 @@ def unmonitored(
         unprovable = sorted(
             f.cause
             for f in walked
-            if f.status == "unproven"
-            and {s for c in iter_checks(kb.causes[f.cause].requires) for s in c.signals()} & set(names)
+            if f.status == "unproven" and signals_of(kb.causes[f.cause].requires) & set(names)
         )
         out.append(Unmonitored(source, tuple(wanted), tuple(unprovable)))
     return tuple(out)

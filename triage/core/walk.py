@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from signals.frame import SignalFrame
@@ -33,7 +33,7 @@ from triage.core.checks import Context, evaluate, evaluate_entry
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
 from triage.core.movers import first_movers
-from triage.core.playbook import AnyOf, CheckSpec, Knowledge, iter_checks
+from triage.core.playbook import Knowledge, signals_of
 from triage.core.tenants import tenants_settled
 from triage.core.verdict import second_opinion, tells_apart, tied, unmonitored, verdict_of
 from triage.core.windows import Onset, find_onset, make_windows
@@ -41,10 +41,6 @@ from triage.core.windows import Onset, find_onset, make_windows
 SUPPORT_WEIGHT = 0.5
 AGAINST_PENALTY = 0.5
 UNKNOWN_REQUIRED_PENALTY = 0.85
-
-
-def _entry_signals(entries: Iterable[CheckSpec | AnyOf]) -> set[str]:
-    return {s for check in iter_checks(entries) for s in check.signals()}
 
 
 def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: float) -> Onset | None:
@@ -67,7 +63,7 @@ def _symptom_onset(graph: TriageGraph, frame: SignalFrame, symptom: str, at: flo
     if onset is None:
         fallback: set[str] = set()
         for cause in graph.causes_of(symptom):
-            fallback |= _entry_signals(kb.causes[cause].requires)
+            fallback |= signals_of(kb.causes[cause].requires)
         fallback -= set(spec.onset)
         onset = find_onset(frame, sorted(fallback), at, kb.settings)
     return onset
@@ -380,11 +376,11 @@ def diagnose(
     notes: list[str] = []
     if breached:
         ranked = [f for f in walked if f.status == "ranked" and f.score >= kb.settings.min_score]
-        lead = _order(ranked, graph, asked)[:1]
-        order = {f.cause: i for i, f in enumerate(lead)}
+        lead = _order(ranked, graph, asked)
         ranked, opinion = second_opinion(
             graph,
-            sorted(ranked, key=lambda f: order.get(f.cause, len(order))),
+            ranked,
+            lead[0].cause if lead else "",
             movers,
             frame.step,
             kb.settings.second_opinion_penalty,
@@ -401,8 +397,8 @@ def diagnose(
         )
     by_id = {f.cause: f for f in ranked}
     walked = [by_id.get(f.cause, f) if breached else _unranked(f) for f in walked]
-    verdict = verdict_of(breached, ranked, kb.settings.ambiguity_margin, own)
-    close = tied(ranked, kb.settings.ambiguity_margin, own) if verdict == "ambiguous" else []
+    close = tied(ranked, kb.settings.ambiguity_margin, own)
+    verdict = verdict_of(breached, ranked, close)
     ambiguous = tuple((c.cause, tells_apart(graph, c, [o for o in close if o is not c])) for c in close)
     born = _history_start(frame, windows.baseline, when, kb)
     if born is not None:
@@ -426,9 +422,7 @@ def diagnose(
         referenced |= set(kb.symptoms[chosen].onset)
     for c in candidates:
         spec = kb.causes[c]
-        referenced |= (
-            _entry_signals(spec.requires) | _entry_signals(spec.supports) | _entry_signals(spec.against)
-        )
+        referenced |= signals_of(spec.requires, spec.supports, spec.against)
     missing = tuple(sorted(s for s in referenced if not frame.has(s)))
     present = {s: frame.has(s) for s in SIGNALS}
 

@@ -15,7 +15,7 @@ public face.
 This package does no IO: it takes parsed documents. `triage.sources` reads the files.
 """
 
-from triage.core.playbook.load import iter_checks, load_knowledge
+from triage.core.playbook.load import iter_checks, load_knowledge, signals_of
 from triage.core.playbook.schema import CHECK_PARAMS, AnyOf, CheckSpec, Knowledge, Settings
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "Settings",
     "iter_checks",
     "load_knowledge",
+    "signals_of",
 ]

@@ -124,6 +124,11 @@ def iter_checks(entries: Iterable[CheckLike]) -> Iterable[CheckSpec]:
             yield entry
 
 
+def signals_of(*sections: Iterable[CheckLike]) -> set[str]:
+    """Every signal the checks of these sections read (`any` groups opened)."""
+    return {s for entries in sections for check in iter_checks(entries) for s in check.signals()}
+
+
 def load_knowledge(docs: Iterable[Document], stop_at_first: bool = False) -> Knowledge:
     """Validate playbook documents one by one, then together; raise InputErrors with every problem.
 
