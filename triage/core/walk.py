@@ -99,15 +99,10 @@ def _detect(
     breached = any(seen) if seen else None
     if not visible and breached:
         # below every alerting line: ranked after any symptom that crosses one
-        severity = (
-            max(
-                (e.value / e.baseline) / 10
-                for e in breach
-                if e.holds and e.value and e.baseline and e.baseline > 0
-            )
-            if any(e.holds and e.value and e.baseline for e in breach)
-            else 0.1
-        )
+        rises = [
+            e.value / e.baseline for e in breach if e.holds and e.value and e.baseline and e.baseline > 0
+        ]
+        severity = max(rises) / 10 if rises else 0.1
     return severity, tuple(evidence), visible, breached
 
 
