@@ -29,9 +29,21 @@ BUNDLED = Path(__file__).resolve().parent / "catalog.yaml"
 PLACEHOLDERS = frozenset({"replica", "sel", "window"})
 DEFAULT_WINDOW = "5m"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-Exporter = Literal["engine", "gpu", "kube_pod", "kube_workload", "kube_endpoint", "gateway"]
-EXPORTERS: tuple[Exporter, ...] = ("engine", "gpu", "kube_pod", "kube_workload", "kube_endpoint", "gateway")
-"""Whose labels a source's series carry: each names a replica (or a workload) its own way."""
+Exporter = Literal["engine", "gpu", "kube_pod", "kube_workload", "kube_endpoint", "gateway", "orchestrator"]
+EXPORTERS: tuple[Exporter, ...] = (
+    "engine",
+    "gpu",
+    "kube_pod",
+    "kube_workload",
+    "kube_endpoint",
+    "gateway",
+    "orchestrator",
+)
+"""Whose labels a source's series carry: each names a replica (or a workload) its own way.
+`orchestrator` is the layer a serving stack puts in front of or around its engines (Dynamo's
+frontend and planner, Ray Serve's proxy and replicas): scoped to a fleet, its series are read
+with that fleet's own orchestrator labels, and a fleet the orchestrator does not run never
+reads them."""
 NOT_ROUTER = 'server=""'
 """The engines' own series: a router's re-export of their gauges under the same names (the vLLM
 production-stack router's `vllm:num_requests_waiting{server=...}`) carries `server`, the
@@ -120,6 +132,10 @@ class SourceSpec(BaseModel):
     sum: str | None = None
     ratio: Ratio | None = None
     views: tuple[View, ...] = ("replica", "fleet")
+    stands_in: str | None = Field(default=None, min_length=1)
+    """What the source really measures where it is not the signal itself (a stack that exports a
+    mean where the signal is a P99, a throttle inferred from the SM clock): the diagnosis shows it
+    beside every piece of evidence read from it, so a stand-in is never taken for the real thing."""
 
     @property
     def shape(self) -> Shape | None:
@@ -187,11 +203,79 @@ class SourceSpec(BaseModel):
         return not self.requires_any or any(n in names for n in self.requires_any)
 
 
+class Variant(BaseModel):
+    """Another spelling of a source's metric names: every source named `of` (or `of_...`) gets a
+    twin named `source` (or `source_...`) whose metric names are rewritten prefix by prefix
+    (`rename`). Ray's stat logger re-exports vLLM's metrics as `ray_vllm_*`: one line here
+    instead of a copy of every source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1)
+    of: str = Field(min_length=1)
+    rename: dict[str, str] = Field(min_length=1)
+
+
 class CatalogFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: int
     signals: dict[str, tuple[SourceSpec, ...]]
+    variants: tuple[Variant, ...] = ()
+
+
+_NOT_RENAMED = frozenset({"source", "exporter", "stands_in", "views", "quantile", "round"})
+
+
+def _renamed(text: str, rename: Mapping[str, str]) -> str:
+    """`text` with every metric name starting with a key of `rename` given that prefix's value."""
+    for old, new in rename.items():
+        text = re.sub(r"(?<![A-Za-z0-9_:])" + re.escape(old), new.replace("\\", "\\\\"), text)
+    return text
+
+
+def variant_of(spec: SourceSpec, variant: Variant) -> SourceSpec:
+    """`spec` under the variant's metric names (its shape, or its written queries, rewritten)."""
+    data = spec.model_dump(by_alias=True, exclude_none=True)
+    if spec.shape is not None:
+        data.pop("replica", None)
+        data.pop("fleet", None)
+    else:
+        data.pop("views", None)
+
+    def walk(value: object, key: str = "") -> object:
+        if key in _NOT_RENAMED:
+            return value
+        if isinstance(value, str):
+            return _renamed(value, variant.rename)
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        return value
+
+    renamed = walk(data)
+    assert isinstance(renamed, dict)
+    return SourceSpec.model_validate({**renamed, "source": variant.source + spec.source[len(variant.of) :]})
+
+
+def _varies(spec: SourceSpec, variant: Variant) -> bool:
+    return spec.source == variant.of or spec.source.startswith(variant.of + "_")
+
+
+def _with_variants(
+    sources: Mapping[str, tuple[SourceSpec, ...]], variants: Iterable[Variant]
+) -> dict[str, tuple[SourceSpec, ...]]:
+    """Each variant's twin placed right after every source it is a variant of."""
+    chosen = list(variants)
+    out: dict[str, tuple[SourceSpec, ...]] = {}
+    for signal, specs in sources.items():
+        listed: list[SourceSpec] = []
+        for spec in specs:
+            listed.append(spec)
+            listed += [variant_of(spec, v) for v in chosen if _varies(spec, v)]
+        out[signal] = tuple(listed)
+    return out
 
 
 @dataclass(frozen=True)
@@ -245,6 +329,16 @@ class QueryOptions:
     engine: str | None = None
     """The engine of the fleet the scopes name: only its own engine sources are tried (another
     fleet's engine on the same server has the metric names, not this fleet's series)."""
+    orchestrator: str | None = None
+    """The orchestrator of that fleet (`dynamo`, `ray_serve`), whose own sources it reads; a fleet
+    scoped without one reads no orchestrator source."""
+
+    def sees(self, exporter: str) -> bool:
+        """Whether this exporter's series can be read at all: always unscoped; scoped to a fleet,
+        only where the fleet has a scope for it (or it is the gateway, which keeps the user's
+        selector). A fleet whose pods kube-state-metrics never saw is blind there, never read
+        as the whole server."""
+        return not self.scopes or exporter in self.scopes or exporter == "gateway"
 
     def scope(self, exporter: str) -> Scope:
         """The exporter's own scope, or the user's selector and replica label.
@@ -289,6 +383,7 @@ def load_catalog(extra: Iterable[str] = ()) -> Catalog:
     files = [str(BUNDLED), *extra]
     merged: dict[str, tuple[SourceSpec, ...]] = {name: () for name in SIGNALS}
     problems: list[InputError] = []
+    variants: list[Variant] = []
     for path in files:
         try:
             parsed = _validate(read_yaml(path))
@@ -298,11 +393,12 @@ def load_catalog(extra: Iterable[str] = ()) -> Catalog:
         except InputError as exc:
             problems.append(exc)
             continue
+        variants += parsed.variants
         for name, sources in parsed.signals.items():
             merged[name] = (*sources, *merged[name]) if path != str(BUNDLED) else (*merged[name], *sources)
     if problems:
         raise InputErrors(problems)
-    return Catalog(merged, tuple(files))
+    return Catalog(_with_variants(merged, variants), tuple(files))
 
 
 def normalise_selector(selector: str) -> str:
@@ -328,17 +424,38 @@ def render(template: str, options: QueryOptions, exporter: str = "engine") -> st
     return text.replace("{,", "{").replace(",}", "}")
 
 
-def resolve(catalog: Catalog, names: set[str], engine: str | None = None) -> dict[str, Resolution]:
+def _fleet_reads(spec: SourceSpec, engine: str | None, orchestrator: str | None) -> bool:
+    """Whether a fleet of `engine` run by `orchestrator` reads `spec` (no fleet: every source)."""
+    if engine is None:
+        return True
+    if spec.exporter == "engine":
+        return spec.source.startswith(engine)
+    if spec.exporter == "orchestrator":
+        return orchestrator is not None and spec.source.startswith(orchestrator)
+    return True
+
+
+def resolve(
+    catalog: Catalog,
+    names: set[str],
+    engine: str | None = None,
+    orchestrator: str | None = None,
+    options: QueryOptions | None = None,
+) -> dict[str, Resolution]:
     """Per signal, the first applicable source for each view, and the deprecated names in use.
 
-    With `engine` (a fleet's), engine sources of other engines are passed over.
+    With `engine` (a fleet's), engine sources of other engines are passed over, and so are the
+    orchestrator sources of any orchestrator but the fleet's own; with `options` scoped to a
+    fleet, so are the sources of exporters that see nothing of it (`QueryOptions.sees`).
     """
     out: dict[str, Resolution] = {}
     for signal in SIGNALS:
         applicable = [
             s
             for s in catalog.sources.get(signal, ())
-            if s.applies(names) and (engine is None or s.exporter != "engine" or s.source.startswith(engine))
+            if s.applies(names)
+            and _fleet_reads(s, engine, orchestrator)
+            and (options is None or options.sees(s.exporter))
         ]
         replica = next((s for s in applicable if s.replica is not None), None)
         fleet = next((s for s in applicable if s.fleet is not None), None)

@@ -96,6 +96,8 @@ class SignalFrame:
     times: FloatArray
     series: list[Series]
     source: str = ""
+    stand_ins: Mapping[str, str] = field(default_factory=dict)
+    """Signal -> what its source really measures, where that is a stand-in (`SourceSpec.stands_in`)."""
     _by_signal: dict[str, list[Series]] = field(init=False, repr=False)
     _fleet: dict[str, FloatArray] = field(init=False, repr=False, default_factory=dict)
     _replicas: dict[str, ReplicaView] = field(init=False, repr=False, default_factory=dict)

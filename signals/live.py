@@ -77,6 +77,16 @@ def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> 
     return queries
 
 
+def stand_ins(resolutions: Mapping[str, Resolution]) -> dict[str, str]:
+    """Signal -> what its chosen source really measures, for the sources that stand in for it."""
+    out: dict[str, str] = {}
+    for name, res in resolutions.items():
+        said = [s.stands_in for s in (res.replica, res.fleet) if s is not None and s.stands_in]
+        if said:
+            out[name] = "; ".join(dict.fromkeys(said))
+    return out
+
+
 def query_scopes(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, Scope]:
     """`signal/view` -> the scope its query was rendered with (its replica label, its renames,
     the exporter whose series it reads)."""
@@ -186,7 +196,7 @@ def fetch_frame(
     series turn out absent or stale are read from the raw catalog in a second round.
     """
     names = prometheus.metric_names(start=at - lookback, end=at)
-    resolutions = resolve(catalog, names, options.engine)
+    resolutions = resolve(catalog, names, options.engine, options.orchestrator, options)
     plan = plan_round(resolutions, options, replica_histograms)
     if not plan.views:
         raise SignalError(
@@ -209,6 +219,7 @@ def fetch_frame(
     results.update(answer(raw, answers, grid, step))
     scopes = query_scopes(resolutions, options)
     frame, problems = frame_from_round(results, start, at, step, options, prometheus.url, scopes)
+    frame = replace(frame, stand_ins=stand_ins(resolutions))
     statuses: dict[str, SignalStatus] = {}
     for name in SIGNALS:
         res = resolutions[name]

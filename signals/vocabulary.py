@@ -160,6 +160,22 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "list price per 1k tokens, where a price table is exported",
             "mean",
         ),
+        _s(
+            "spec_decode_acceptance_ratio",
+            "ratio",
+            "engine",
+            "speculative draft tokens accepted over draft tokens proposed",
+            "mean",
+            higher_is_worse=False,
+        ),
+        _s(
+            "engine_asleep",
+            "0/1",
+            "supply",
+            "the engine was put to sleep (weights offloaded or discarded), not dead",
+            "max",
+            kind="event",
+        ),
     ]
 }
 
@@ -188,6 +204,8 @@ EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
         "preemption_rate",
         "build_info",
         "config_info",
+        "spec_decode_acceptance_ratio",
+        "engine_asleep",
     ),
     "gpu exporter (DCGM)": (
         "gpu_memory_used_ratio",

@@ -29,13 +29,21 @@ from dataclasses import dataclass, field, replace
 
 from signals.dcgm import host_label, host_of
 from signals.fleets.model import Fleet, FleetMap, Gpu, JoinProblem, Workload
+from signals.fleets.stacks import (
+    EngineSpec,
+    Identity,
+    engine_specs,
+    identify,
+    orchestrator_selector,
+    pod_labels,
+    rows_by_worker,
+)
 from signals.vocabulary import DEFAULT_FLEET_LABELS
 
 Row = Mapping[str, str]
-ENGINES = {
-    "vllm:num_requests_running": "vllm",
-    "sglang:num_running_reqs": "sglang",
-}
+ENGINES: Mapping[str, EngineSpec] = engine_specs()
+"""Marker metric -> the engine whose replicas export it (signals/stacks.yaml)."""
+MODEL_LABEL = "model_name"
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,10 @@ class Inventory:
     pod_owners: Sequence[Row] = ()
     replicaset_owners: Sequence[Row] = ()
     gpus: Sequence[Row] = ()
+    pod_labels: Sequence[Row] = ()
+    """kube_pod_labels rows: the pod labels orchestrators key fleets by (signals/stacks.yaml)."""
+    serve: Sequence[Row] = ()
+    """Ray Serve replica rows (`application`, `WorkerId`): Ray's engine series join them by worker."""
     problems: Sequence[JoinProblem] = field(default_factory=tuple)
 
 
@@ -106,29 +118,78 @@ class _Draft:
     engine: str
     replica_label: str
     replicas: set[str] = field(default_factory=set)
+    matchers: tuple[tuple[str, str], ...] = ()
+    identity: Identity | None = None
+    pools: dict[str, str] = field(default_factory=dict)
+    revisions: dict[str, str] = field(default_factory=dict)
+    pod_of: dict[str, str] = field(default_factory=dict)
+    """Replica -> the pod its series came from, where a replica is not a pod (a Ray Serve actor)."""
+
+
+def _engine_labels(
+    row: Row, spec: EngineSpec | None, fleet_labels: Sequence[str]
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """The fleet labels of an engine row, and the same as the engine's own series spell them
+    (the model under the engine's own model label; none where it exports none)."""
+    model_label = spec.model_label if spec is not None else MODEL_LABEL
+    labels, matchers = [], []
+    for label in fleet_labels:
+        own = label if label != MODEL_LABEL else model_label
+        value = row.get(own, "") if own else ""
+        labels.append((label, value))
+        if own:
+            matchers.append((own, value))
+    return tuple(labels), tuple(matchers)
+
+
+def _replica_label(row: Row, spec: EngineSpec | None) -> str:
+    for label in (*(spec.replica_labels if spec else ()), "pod"):
+        if row.get(label):
+            return label
+    return "instance"
 
 
 def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS) -> FleetMap:
     """The fleets `inv` shows, each with its replicas, workload, GPUs and failed joins."""
     kube = _Kube(inv)
     problems: list[JoinProblem] = [*inv.problems, *kube.problems]
-    drafts: dict[tuple[tuple[str, str], ...], _Draft] = {}
+    drafts: dict[tuple[object, ...], _Draft] = {}
     routers: list[Row] = []
     missing: dict[str, int] = defaultdict(int)
+    by_pod = {(r.get("namespace", ""), r.get("pod", "")): pod_labels(r) for r in inv.pod_labels}
+    serve = rows_by_worker(inv.serve)
     for row in inv.engines:
         if row.get("server"):
             routers.append(row)
             continue
-        for label in fleet_labels:
-            if not row.get(label):
-                missing[label] += 1
-        labels = tuple((label, row.get(label, "")) for label in fleet_labels)
-        replica_label = "pod" if row.get("pod") else "instance"
+        spec = ENGINES.get(row.get("__name__", ""))
+        labels, matchers = _engine_labels(row, spec, fleet_labels)
+        for own, value in matchers:
+            if not value:
+                missing[own] += 1
+        replica_label = _replica_label(row, spec)
+        known = {**by_pod.get((row.get("namespace", ""), row.get("pod", "")), {}), **row}
+        identity = identify(known, serve)
+        key = (labels, identity.kind if identity else "", identity.name if identity else "")
         draft = drafts.setdefault(
-            labels, _Draft(labels, ENGINES.get(row.get("__name__", ""), "engine"), replica_label)
+            key,
+            _Draft(
+                labels,
+                spec.engine if spec else "engine",
+                replica_label,
+                matchers=matchers if matchers != labels else (),
+                identity=identity,
+            ),
         )
-        if row.get(replica_label):
-            draft.replicas.add(row[replica_label])
+        replica = row.get(replica_label)
+        if replica:
+            draft.replicas.add(replica)
+            if identity is not None and identity.pool:
+                draft.pools[replica] = identity.pool
+            if identity is not None and identity.revision:
+                draft.revisions[replica] = identity.revision
+            if replica_label not in ("pod", "instance") and row.get("pod"):
+                draft.pod_of[replica] = row["pod"]
     for label, count in sorted(missing.items()):
         problems.append(JoinProblem("engine", f"the fleet label '{label}' is missing", count))
 
@@ -143,7 +204,7 @@ def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS)
 def _by_workload(draft: _Draft, kube: _Kube) -> list[_Draft]:
     """One draft per workload serving the same labels; pods whose owner is unknown stay with
     the one workload there is (reported), or stand apart when there are several."""
-    if draft.replica_label != "pod":
+    if draft.replica_label != "pod" or draft.identity is not None:
         return [draft]
     namespace = dict(draft.labels).get("namespace", "")
     owned: dict[str, set[str]] = defaultdict(set)
@@ -154,7 +215,7 @@ def _by_workload(draft: _Draft, kube: _Kube) -> list[_Draft]:
     if len(known) <= 1:
         return [draft]
     return [
-        _Draft(draft.labels, draft.engine, draft.replica_label, replicas)
+        _Draft(draft.labels, draft.engine, draft.replica_label, replicas, draft.matchers)
         for _, replicas in sorted(owned.items())
     ]
 
@@ -164,11 +225,13 @@ def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
     namespace = labels.get("namespace", "")
     replicas = tuple(sorted(draft.replicas))
     workload: Workload | None = None
+    behind: tuple[Workload, ...] = ()
     workers: dict[str, str] = {}
     pod_ips: dict[str, str] = {}
     local: list[JoinProblem] = []
     if draft.replica_label == "pod":
         workloads = {w for w in (kube.workload(namespace, r) for r in replicas) if w is not None}
+        behind = tuple(sorted(workloads, key=str))
         workload = next(iter(workloads)) if len(workloads) == 1 else None
         unowned = [r for r in replicas if kube.workload(namespace, r) is None]
         if unowned and kube.info:
@@ -184,25 +247,46 @@ def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
             # A LeaderWorkerSet group: the worker StatefulSet carries the leader pod's name.
             for worker in kube.pods_of(namespace, "StatefulSet", replica):
                 workers[worker] = replica
-        if workload is not None:
-            silent = [p for p in kube.workload_pods(namespace, workload) if p not in draft.replicas]
+        for each in behind if draft.identity is not None else (workload,) if workload else ():
+            silent = [p for p in kube.workload_pods(namespace, each) if p not in draft.replicas]
             if silent:
                 local.append(
                     JoinProblem(
                         "engine",
-                        f"pods of {workload} with no engine series: {', '.join(silent[:5])}"
+                        f"pods of {each} with no engine series: {', '.join(silent[:5])}"
                         + (f" and {len(silent) - 5} more" if len(silent) > 5 else ""),
                     )
                 )
         if workload is not None and workload.kind == "StatefulSet" and workers:
             workload = Workload("LeaderWorkerSet", workload.name)
-    elif kube.info:
+    elif kube.info and draft.replica_label == "instance":
         local.append(
             JoinProblem(
                 "engine", "series carry no pod label: replicas are named by instance, not joined to pods"
             )
         )
     kube_pods = tuple(sorted({*replicas, *workers})) if draft.replica_label == "pod" else ()
+    if draft.pod_of:
+        kube_pods, workers, found = _actor_pods(draft, kube, namespace)
+        pod_ips = found
+        if not kube_pods:
+            local.append(
+                JoinProblem(
+                    "kube-state-metrics",
+                    "several replicas share a pod: its restarts and GPUs are not split among them",
+                )
+            )
+    identity = draft.identity
+    joins = [f"replicas by {draft.replica_label}"]
+    selector = ""
+    if identity is not None:
+        workload = Workload(identity.kind, identity.name)
+        joins.insert(0, f"{identity.kind} {identity.name} by {identity.how}")
+        selector = orchestrator_selector(identity, _model(draft))
+        if selector:
+            joins.append(f"{identity.orchestrator}'s own series by {selector}")
+    elif workload is not None:
+        joins.insert(0, f"{workload} by kube_pod_owner")
     return Fleet(
         labels=draft.labels,
         engine=draft.engine,
@@ -213,7 +297,36 @@ def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
         workers=workers,
         kube_pods=kube_pods,
         problems=tuple(local),
+        orchestrator=identity.orchestrator if identity is not None else None,
+        matchers=draft.matchers,
+        orchestrator_selector=selector,
+        pools=dict(sorted(draft.pools.items())),
+        revisions=dict(sorted(draft.revisions.items())),
+        kube_workloads=behind if identity is not None else (),
+        joins=tuple(joins),
     )
+
+
+def _actor_pods(
+    draft: _Draft, kube: _Kube, namespace: str
+) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
+    """Where replicas are actors inside pods (Ray Serve): the pods, each renamed to the one replica
+    it hosts (so its restarts and GPUs count for that replica), and each replica's pod IP. Empty
+    when some pod hosts several replicas: a pod's series cannot be split among them."""
+    pods = set(draft.pod_of.values())
+    if len(pods) != len(draft.pod_of):
+        return (), {}, {}
+    renames = {pod: replica for replica, pod in draft.pod_of.items()}
+    ips = {
+        replica: kube.info[(namespace, pod)]["pod_ip"]
+        for replica, pod in draft.pod_of.items()
+        if kube.info.get((namespace, pod), {}).get("pod_ip")
+    }
+    return tuple(sorted(pods)), renames, ips
+
+
+def _model(draft: _Draft) -> str:
+    return dict(draft.labels).get(MODEL_LABEL, "")
 
 
 def _is_idle(row: Row, rows: Iterable[Row]) -> bool:
@@ -238,7 +351,7 @@ def _with_gpus(
 ) -> list[Fleet]:
     owner: dict[tuple[str, str], tuple[int, str]] = {}
     for i, fleet in enumerate(fleets):
-        if fleet.replica_label != "pod":
+        if not fleet.kube_pods:
             continue
         for pod in fleet.kube_pods:
             owner[(fleet.namespace or "", pod)] = (i, fleet.workers.get(pod, pod))

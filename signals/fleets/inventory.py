@@ -32,7 +32,8 @@ def queries(window: str, engine_selector: str = "") -> dict[str, tuple[str, str]
         f"engine:{name}": ("engine", seen(name + matchers, ENGINE_BY)) for name in ENGINES
     }
     for metric, kind in KUBE.items():
-        out[kind] = ("kube-state-metrics", seen(metric, KUBE_BY[kind]))
+        exporter = "ray serve" if kind == "serve" else "kube-state-metrics"
+        out[kind] = (exporter, seen(metric, KUBE_BY[kind]))
     for name in DCGM:
         out[f"gpus:{name}"] = ("dcgm", seen(name, GPU_BY))
     return out
@@ -67,5 +68,7 @@ def fetch_inventory(
         pod_owners=rows.get("pod_owners", []),
         replicaset_owners=rows.get("replicaset_owners", []),
         gpus=list(gpus.values()),
+        pod_labels=rows.get("pod_labels", []),
+        serve=rows.get("serve", []),
         problems=tuple(problems),
     )

@@ -79,13 +79,42 @@ class Fleet:
     backends: Mapping[str, str] = field(default_factory=dict)
     """A router's backend (`host:port` of its URL) -> the replica at that address."""
     problems: tuple[JoinProblem, ...] = ()
+    orchestrator: str | None = None
+    """The stack that keys this fleet beyond its workload (`kserve`, `dynamo`, `ray_serve`), whose
+    own catalog sources it reads; None for a plain workload."""
+    matchers: tuple[tuple[str, str], ...] = ()
+    """The fleet's labels as the engine's own series spell them (Triton names the model `model`,
+    TGI names none); empty when they are `labels`."""
+    orchestrator_selector: str = ""
+    """Matchers for the orchestrator's own series of this fleet (a Dynamo frontend's, a Ray
+    Serve proxy's)."""
+    pools: Mapping[str, str] = field(default_factory=dict)
+    """Replica -> its pool (`prefill`, `decode`) where the stack disaggregates them."""
+    revisions: Mapping[str, str] = field(default_factory=dict)
+    """Replica -> the revision it runs (a Knative revision of an InferenceService)."""
+    kube_workloads: tuple[Workload, ...] = ()
+    """The Kubernetes workloads behind an orchestrated fleet (one Deployment per revision or pool)."""
+    joins: tuple[str, ...] = ()
+    """How the fleet was keyed and its series joined, one line each, for `triage fleets`."""
 
     @property
     def name(self) -> str:
-        """`namespace/model` (and `@kind/workload` when known): what `--fleet` takes."""
-        values = dict(self.labels)
-        head = "/".join(values[k] or "?" for k, _ in self.labels)
+        """`namespace/model` (and `@kind/workload` when known): what `--fleet` takes. A value the
+        stack does not export (TGI's model) is left out; a model that is a storage path (KServe's
+        `/mnt/models`, the same for every service) gives way to the service's own name."""
+        spelled = {k for k, _ in self.matchers} if self.matchers else {k for k, _ in self.labels}
+        own = {k: k2 for (k, _), (k2, _) in zip(self.labels, self.matchers, strict=False)}
+        values = [v or ("?" if own.get(k, k) in spelled else "") for k, v in self.labels]
+        values = [v for v in values if v]
+        if self.workload is not None and self.orchestrator is not None:
+            values = [self.workload.name.split("/")[0] if v.startswith("/") else v for v in values]
+        head = "/".join(values) or "?"
         return f"{head}@{self.workload}" if self.workload is not None else head
+
+    @property
+    def engine_matchers(self) -> tuple[tuple[str, str], ...]:
+        """The fleet's labels in the engine's own spelling, empty values left out."""
+        return tuple((k, v) for k, v in (self.matchers or self.labels) if v)
 
     @property
     def identity(self) -> tuple[tuple[str, str], ...]:
@@ -128,6 +157,11 @@ class Fleet:
                 for g in self.gpus
             ],
             "routers": list(self.routers),
+            "orchestrator": self.orchestrator,
+            "pools": dict(self.pools),
+            "revisions": dict(self.revisions),
+            "kube_workloads": [str(w) for w in self.kube_workloads],
+            "joins": list(self.joins),
             "problems": [str(p) for p in self.problems],
         }
 

@@ -37,7 +37,7 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
     """`base` with every exporter scoped to `fleet` (the user's selector still applies to the gateway);
     the replica label is the engine's, the name every replica goes by once joined."""
     labels = dict(fleet.labels)
-    fleet_matchers = ",".join(f"{k}={_quote(v)}" for k, v in fleet.labels if v)
+    fleet_matchers = ",".join(f"{k}={_quote(v)}" for k, v in fleet.engine_matchers)
     replica_matcher = f"{fleet.replica_label}=~{_any_of(list(fleet.replicas))}" if fleet.replicas else ""
     scopes: dict[str, Scope] = {
         "engine": Scope(_join(fleet_matchers, replica_matcher, NOT_ROUTER), fleet.replica_label),
@@ -51,9 +51,11 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
         scopes["kube_pod"] = Scope(
             _join(ns, f"pod=~{_any_of(list(fleet.kube_pods))}"), "pod", dict(fleet.workers)
         )
-    if fleet.workload is not None:
-        label = "deployment" if fleet.workload.kind == "Deployment" else "statefulset"
-        scopes["kube_workload"] = Scope(_join(ns, f"{label}={_quote(fleet.workload.name)}"), "pod")
+    workload = _kube_workload(fleet)
+    if workload:
+        scopes["kube_workload"] = Scope(_join(ns, workload), "pod")
+    if fleet.orchestrator_selector:
+        scopes["orchestrator"] = Scope(_join(ns, fleet.orchestrator_selector), fleet.replica_label)
     gpu = _gpu_scope(fleet)
     if gpu is not None:
         scopes["gpu"] = gpu
@@ -64,7 +66,20 @@ def scoped_options(fleet: Fleet, base: QueryOptions) -> QueryOptions:
         extra=base.extra,
         scopes=scopes,
         engine=fleet.engine,
+        orchestrator=fleet.orchestrator,
     )
+
+
+def _kube_workload(fleet: Fleet) -> str:
+    """The matcher of the Kubernetes workloads behind the fleet: its own, or those behind the
+    orchestrator's object (a Deployment per Knative revision of an InferenceService)."""
+    workloads = fleet.kube_workloads or ((fleet.workload,) if fleet.workload is not None else ())
+    kinds = {w.kind for w in workloads}
+    if not workloads or not kinds <= {"Deployment", "StatefulSet", "LeaderWorkerSet"} or len(kinds) > 1:
+        return ""
+    label = "deployment" if kinds == {"Deployment"} else "statefulset"
+    names = [w.name for w in workloads]
+    return f"{label}={_quote(names[0])}" if len(names) == 1 else f"{label}=~{_any_of(names)}"
 
 
 def _gpu_scope(fleet: Fleet) -> Scope | None:

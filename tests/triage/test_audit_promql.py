@@ -218,7 +218,7 @@ def test_nesting_that_would_crash_the_parser_is_refused_before_parsing() -> None
     with pytest.raises(PromQLError) as caught:
         parse("(" * 9000 + "up" + ")" * 9000)
     assert caught.value.message == "nested 9000 levels deep, more than the 128 the audit parses"
-    with pytest.raises(PromQLError, match=r"^9999 operators, more than the 512 the audit parses$"):
+    with pytest.raises(PromQLError, match=r"^9999 operators, more than the 1024 the audit parses$"):
         parse(" + ".join(["up"] * 10000))
 
 

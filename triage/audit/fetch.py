@@ -74,7 +74,9 @@ def fetch_audit_inputs(
     queries = instant_queries(names or frozenset(), options, settings.lookback)
     answers = source.instant_queries(queries, at) if queries else {}
     start = at - settings.lookback
-    resolutions = resolve(catalog, set(names), options.engine) if names is not None else {}
+    resolutions = (
+        resolve(catalog, set(names), options.engine, options.orchestrator) if names is not None else {}
+    )
     ranges = build_queries(resolutions, options)
     results = source.range_queries(ranges, start, at, settings.step) if ranges else {}
 

@@ -50,8 +50,9 @@ MAX_DEPTH: Final = 8
 """How many recording rules deep an alert is expanded (a chain longer than this is cut)."""
 MAX_NESTING: Final = 128
 """Brackets deeper than this are not handed to the parser (see `_refusal`)."""
-MAX_OPERATORS: Final = 512
-"""Nor are more operators than this."""
+MAX_OPERATORS: Final = 1024
+"""Nor are more operators than this (the bundled rules' widest, `error_ratio` as the or of every
+stack's source, holds about 550)."""
 
 Recordings = Mapping[str, Sequence[Expr]]
 """Recorded name -> the parsed expressions of every rule that records it, in rule order."""

@@ -216,6 +216,8 @@ class Diagnosis:
     """What the verdict rests on beyond the causes: the second opinion of the first movers,
     a history that begins inside the window, a symptom not breached server-side."""
     unmonitored: tuple[Unmonitored, ...] = ()
+    stand_ins: tuple[tuple[str, str], ...] = ()
+    """Signals the evidence read from a source that stands in for them, and what it measures."""
     history_start: float | None = None
     """When the data begins inside the lookback (a new fleet, a restarted Prometheus): there
     is no baseline before it, and no onset is placed at it."""
@@ -244,6 +246,7 @@ class Diagnosis:
             "unmonitored": [u.to_json() for u in self.unmonitored],
             "history_start": format_instant(self.history_start) if self.history_start is not None else None,
             "signal_problems": dict(self.signal_problems),
+            "stand_ins": dict(self.stand_ins),
             "ruled_out": [
                 {"cause": c.cause, "status": c.status, "why": c.why_not}
                 for c in self.walked

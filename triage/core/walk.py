@@ -34,6 +34,7 @@ from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, NO_SYMPTOM, CauseFinding, Diagnosis, Evidence, Forbidden, Role, Status
 from triage.core.movers import first_movers
 from triage.core.playbook import Knowledge, signals_of
+from triage.core.standins import with_stand_ins
 from triage.core.tenants import tenants_settled
 from triage.core.verdict import second_opinion, tells_apart, tied, unmonitored, verdict_of
 from triage.core.windows import Onset, find_onset, make_windows
@@ -323,6 +324,7 @@ def diagnose(
     when = frame.end if at is None else at
     if not frame.start <= when <= frame.end:
         raise ValueError(f"at {when} is outside the data ({frame.start} to {frame.end})")
+    read_as = frame.stand_ins
     frame = tenants_settled(frame, when, kb.settings)
     if symptom != AUTO and symptom not in kb.symptoms:
         raise ValueError(f"unknown symptom {symptom}")
@@ -421,7 +423,7 @@ def diagnose(
     missing = tuple(sorted(s for s in referenced if not frame.has(s)))
     present = {s: frame.has(s) for s in SIGNALS}
 
-    return Diagnosis(
+    found = Diagnosis(
         symptom=chosen,
         symptom_source=symptom_source,
         at=when,
@@ -442,6 +444,7 @@ def diagnose(
         unmonitored=unmonitored(graph, referenced, present, walked),
         history_start=born,
     )
+    return with_stand_ins(found, read_as)
 
 
 def _unranked(finding: CauseFinding) -> CauseFinding:

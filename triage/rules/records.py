@@ -51,10 +51,11 @@ WORKLOADS = "triage:fleet_workloads"
 EMPTY = '""'
 MEMORY = "1h"
 """How long a pod stays in its fleet after its engine series stop."""
-UNJOINED = frozenset({"kube_endpoint"})
+UNJOINED = frozenset({"kube_endpoint", "orchestrator"})
 """Exporters whose series no rule ties to a fleet (kube-state-metrics' Endpoints addresses name a
-pod IP, which a host-network pod shares): left out of per-fleet rules, whose `replicas_ready`
-is the workload's."""
+pod IP, which a host-network pod shares; an orchestrator's frontend or proxy names its model its
+own way, lower-cased or not at all): left out of per-fleet rules, whose `replicas_ready` is the
+workload's and whose user-facing signals are the engines'."""
 
 
 @dataclass(frozen=True)

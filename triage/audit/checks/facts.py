@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.catalog import Catalog, QueryOptions
+from signals.fleets.stacks import engine_specs
 from signals.timeparse import format_duration
 from triage.audit.checks.formatting import as_float
 from triage.audit.histograms import bucket_quantile, buckets_of
@@ -61,11 +62,11 @@ class Facts:
         return f"the fleet's signals could not be read ({self.f.problems.get('signals', 'no reply')})"
 
     def engine(self) -> str | None:
+        """The engines the server shows, as on-call knows them (each stack's marker metric,
+        signals/stacks.yaml); None when none is there."""
         if self.names is None:
             return None
-        found = [
-            label for prefix, label in (("vllm:", "vLLM"), ("sglang:", "SGLang")) if self.has_prefix(prefix)
-        ]
+        found = dict.fromkeys(spec.title for metric, spec in engine_specs().items() if metric in self.names)
         return " and ".join(found) or None
 
     def instant(self, key: str) -> list[Sample]:

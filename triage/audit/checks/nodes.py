@@ -8,6 +8,9 @@ in node and pod specs, not in metrics.
 
 from __future__ import annotations
 
+from typing import Final
+
+from signals.catalog import resolve
 from triage.audit.checks.base import Registry, alerted, combine, targets_of
 from triage.audit.checks.facts import Facts
 from triage.audit.checks.formatting import listed
@@ -105,12 +108,67 @@ def _dcgm_presence(x: Facts) -> Finding:
     return combine(parts)
 
 
+COUNTERS_CSV: Final = (
+    "its counters CSV (etc/default-counters.csv, or the ConfigMap the GPU Operator's "
+    "dcgmExporter.config.name names)"
+)
+COMMENTED_OUT: Final = (
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "gpu_throttle", "Errors and violations"),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "gpu_throttle", "Errors and violations"),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gpu_ecc_errors", "ECC"),
+)
+"""The default CSV's commented-out lines the catalog's own sources read: (field, signal, heading)."""
+CLOCK_EVENTS_LINE: Final = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Clock event reasons (bitmask)."
+"""The line to add for the clock event reasons: the default CSV has none, not even commented out."""
+
+
+def _default_counters(x: Facts) -> Finding:
+    """A default dcgm-exporter install: which CSV lines would give `gpu_throttle` and
+    `gpu_ecc_errors` their real readings, and what the diagnosis reads in their place meanwhile.
+
+    Advisory (a pass): the item asks for XID and ECC alerts, judged on their own, and
+    `triage rules` writes the ECC alert on whichever source gpu_ecc_errors resolves to.
+    """
+    if x.names is None or not x.has_prefix("DCGM_"):
+        return verdict("not_applicable")
+    found = resolve(x.catalog, set(x.names))
+    uncomment: dict[str, list[str]] = {}
+    add = ""
+    stand_ins: list[str] = []
+    blind: list[str] = []
+    for signal in ("gpu_throttle", "gpu_ecc_errors"):
+        res = found[signal]
+        chosen = res.replica or res.fleet
+        if chosen is not None and chosen.stands_in is None:
+            continue  # read from its real counters
+        for field, of, heading in COMMENTED_OUT:
+            if of == signal and field not in x.names:
+                uncomment.setdefault(heading, []).append(field)
+        if signal == "gpu_throttle" and "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" not in x.names:
+            add = f", and add `{CLOCK_EVENTS_LINE}` for the throttle's reasons (no line of it to uncomment)"
+        if chosen is not None and chosen.stands_in:
+            stand_ins.append(f"for {signal}, {chosen.stands_in}")
+        else:
+            blind.append(signal)
+    if not stand_ins and not blind:
+        return verdict("pass", "DCGM exports the throttle and ECC counters the catalog reads")
+    lines = " and ".join(f"{' and '.join(fields)} (# {heading})" for heading, fields in uncomment.items())
+    todo = f"uncomment {lines} in {COUNTERS_CSV}{add}" if lines else add.removeprefix(", and ")
+    return verdict(
+        "pass",
+        f"advisory: DCGM's default counters leave out what the throttle and ECC signals read: {todo}",
+        f"meanwhile a diagnosis reads stand-ins and says so: {', and '.join(stand_ins)}" if stand_ins else "",
+        f"{' and '.join(blind)} {'are' if len(blind) > 1 else 'is'} blind until then" if blind else "",
+    )
+
+
 @CHECKS.check("nodes.dcgm_alerts")
 def _check_dcgm_alerts(x: Facts, item: ChecklistItem) -> Finding:
     parts = [
         _dcgm_presence(x),
         alerted(x, "XID errors", ("gpu_xid",)),
         alerted(x, "ECC errors", ("gpu_ecc_errors",)),
+        _default_counters(x),
     ]
     if x.names is not None and x.has_prefix("DCGM_") and not x.has_metric(*ECC_METRICS):
         parts.append(

@@ -35,7 +35,11 @@ def _check_phase_timing(x: Facts, item: ChecklistItem) -> Finding:
         "decode": ("vllm:request_decode_time_seconds_bucket", "sglang:per_stage_req_latency_seconds_bucket"),
     }
     if x.engine() is None:
-        return verdict("unknown", "no vLLM or SGLang metrics: the engine's phase histograms settle it")
+        return verdict(
+            "unknown",
+            "no engine metrics (vLLM, SGLang, TGI, TensorRT-LLM, Triton): "
+            "the engine's phase histograms settle it",
+        )
     missing = [phase for phase, names in phases.items() if not x.has_metric(*names)]
     parts = [
         verdict("fail", f"not timed apart: {', '.join(missing)}")

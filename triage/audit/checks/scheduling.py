@@ -33,7 +33,12 @@ CHECKS.not_visible(
 def _check_continuous_batching(x: Facts, item: ChecklistItem) -> Finding:
     engine = x.engine()
     if engine is None:
-        return verdict("unknown", x.why_no_names() if x.names is None else "no vLLM or SGLang metrics here")
+        return verdict(
+            "unknown",
+            x.why_no_names()
+            if x.names is None
+            else "no engine metrics here (vLLM, SGLang, TGI, TensorRT-LLM, Triton)",
+        )
     peak = ""
     if x.frame is not None and x.frame.has("requests_running"):
         view = x.frame.replicas("requests_running")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from signals.catalog import Resolution, resolve
@@ -24,6 +25,7 @@ BLIND_WITHOUT = {
     "kube_pod": "kube-state-metrics pods",
     "kube_workload": "a workload",
     "kube_endpoint": "pod IPs (kube_pod_info)",
+    "orchestrator": "orchestrator series",
 }
 
 
@@ -35,6 +37,7 @@ def blind_for(fleet: Fleet, resolutions: dict[str, Resolution]) -> dict[str, str
         "kube_pod": bool(fleet.kube_pods),
         "kube_workload": fleet.workload is not None,
         "kube_endpoint": bool(fleet.pod_ips),
+        "orchestrator": bool(fleet.orchestrator_selector),
     }
     out: dict[str, str] = {}
     for name, res in sorted(resolutions.items()):
@@ -47,7 +50,7 @@ def blind_for(fleet: Fleet, resolutions: dict[str, Resolution]) -> dict[str, str
     return out
 
 
-def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> str:
+def _text(found: FleetMap, server: str, resolutions: dict[Stack, dict[str, Resolution]]) -> str:
     lines = [f"{len(found.fleets)} fleet{'s' if len(found.fleets) != 1 else ''} in {server}"]
     for fleet in found.fleets:
         workload = str(fleet.workload) if fleet.workload else "workload unknown"
@@ -55,6 +58,13 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolut
         lines.append(f"{fleet.name}")
         lines.append(f"  engine {fleet.engine} · {workload} · replicas by {fleet.replica_label}")
         lines.append(f"  engine:             {len(fleet.replicas)} replicas: {', '.join(fleet.replicas)}")
+        for label, grouped in (("pools", fleet.pools), ("revisions", fleet.revisions)):
+            if grouped:
+                lines.append(f"  {label + ':':<20}{_grouped(grouped)}")
+        if fleet.kube_workloads:
+            lines.append(f"  workloads:          {', '.join(str(w) for w in fleet.kube_workloads)}")
+        for join in fleet.joins:
+            lines.append(f"  joined:             {join}")
         if fleet.workers:
             pairs = ", ".join(f"{w} → {r}" for w, r in sorted(fleet.workers.items()))
             lines.append(f"  workers:            {pairs}")
@@ -63,7 +73,7 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolut
         lines.append(f"  dcgm:               {len(fleet.gpus)} GPUs joined by {how}")
         if fleet.routers:
             lines.append(f"  router:             {len(fleet.routers)} backends")
-        blind = blind_for(fleet, resolutions[fleet.engine])
+        blind = blind_for(fleet, resolutions[_stack(fleet)])
         if blind:
             lines.append(f"  blind:              {', '.join(blind)}")
         for problem in fleet.problems:
@@ -78,21 +88,36 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolut
     return "\n".join(lines) + "\n"
 
 
-def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[str, dict[str, Resolution]]]:
-    """The fleets on the server, its URL, and each engine's signals resolved against its metric names."""
+def _grouped(by_replica: Mapping[str, str]) -> str:
+    """`decode 3 (a, b, c) · prefill 2 (d, e)`: replicas grouped by their pool or revision."""
+    groups: dict[str, list[str]] = {}
+    for replica, value in sorted(by_replica.items()):
+        groups.setdefault(value, []).append(replica)
+    return " · ".join(f"{value} {len(rs)} ({', '.join(rs)})" for value, rs in sorted(groups.items()))
+
+
+Stack = tuple[str, str | None]
+
+
+def _stack(fleet: Fleet) -> Stack:
+    return fleet.engine, fleet.orchestrator
+
+
+def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[Stack, dict[str, Resolution]]]:
+    """The fleets on the server, its URL, and each stack's signals resolved against its metric names."""
     prometheus = sourceargs.prometheus_source(args)
     at = inputs.live_moment(args.at, time.time(), "--at")
     found = sourceargs.find_fleets(prometheus, args, at, inputs.duration_arg(args.lookback, "--lookback"))
     cat, names = sourceargs.catalog(args), prometheus.metric_names()
-    resolutions = {engine: resolve(cat, names, engine) for engine in {f.engine for f in found.fleets}}
+    resolutions = {stack: resolve(cat, names, *stack) for stack in {_stack(f) for f in found.fleets}}
     return found, prometheus.url, resolutions
 
 
-def _payload(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> dict[str, Any]:
+def _payload(found: FleetMap, server: str, resolutions: dict[Stack, dict[str, Resolution]]) -> dict[str, Any]:
     payload = found.to_json()
     payload["server"] = server
     for entry, fleet in zip(payload["fleets"], found.fleets, strict=True):
-        entry["blind"] = blind_for(fleet, resolutions[fleet.engine])
+        entry["blind"] = blind_for(fleet, resolutions[_stack(fleet)])
     return payload
 
 

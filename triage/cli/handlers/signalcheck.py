@@ -75,7 +75,12 @@ def signal_check(args: argparse.Namespace) -> SignalCheck:
     names = prometheus.metric_names()
     at = inputs.live_moment(args.at, time.time(), "--at")
     fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet, at) if args.fleet else None
-    resolutions = resolve(sourceargs.catalog(args), names, fleet.engine if fleet else None)
+    resolutions = resolve(
+        sourceargs.catalog(args),
+        names,
+        fleet.engine if fleet else None,
+        fleet.orchestrator if fleet else None,
+    )
     # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
     fleet_blind = blind_for(fleet, resolutions) if fleet else {}
     blind = {name for name, r in resolutions.items() if r.blind} | set(fleet_blind)
