@@ -170,12 +170,13 @@ def discover(inv: Inventory, fleet_labels: Sequence[str] = DEFAULT_FLEET_LABELS)
         replica_label = _replica_label(row, spec)
         known = {**by_pod.get((row.get("namespace", ""), row.get("pod", "")), {}), **row}
         identity = identify(known, serve)
-        key = (labels, identity.kind if identity else "", identity.name if identity else "")
+        name = spec.engine if spec else "engine"
+        key = (labels, name, identity.kind if identity else "", identity.name if identity else "")
         draft = drafts.setdefault(
             key,
             _Draft(
                 labels,
-                spec.engine if spec else "engine",
+                name,
                 replica_label,
                 matchers=matchers if matchers != labels else (),
                 identity=identity,

@@ -346,3 +346,17 @@ def test_evidence_read_from_a_stand_in_says_what_it_reads() -> None:
     assert first.note == "read as the mean request time" and second.note == ""
     assert said.to_json()["stand_ins"] == {"e2e_p99_seconds": "the mean request time"}  # only what was read
     assert with_stand_ins(diagnosis, {}) is diagnosis
+
+
+def test_two_engines_serving_one_model_in_one_namespace_are_two_fleets_each_with_its_engine() -> None:
+    rows = [
+        engine("vllm:num_requests_running", namespace="llm", pod="v-0", model_name="m"),
+        engine("sglang:num_running_reqs", namespace="llm", pod="s-0", model_name="m"),
+    ]
+    owners = [owned("llm", "v-0", "vllm-abc"), owned("llm", "s-0", "sglang-abc")]
+    sets = [rs("llm", "vllm-abc", "vllm"), rs("llm", "sglang-abc", "sglang")]
+    found = discover(Inventory(engines=rows, pod_owners=owners, replicaset_owners=sets))
+    assert {(f.name, f.engine) for f in found.fleets} == {
+        ("llm/m@Deployment/vllm", "vllm"),
+        ("llm/m@Deployment/sglang", "sglang"),
+    }
