@@ -441,25 +441,30 @@ def resolve(
     engine: str | None = None,
     orchestrator: str | None = None,
     options: QueryOptions | None = None,
+    engine_names: set[str] | None = None,
 ) -> dict[str, Resolution]:
     """Per signal, the first applicable source for each view, and the deprecated names in use.
 
     With `engine` (a fleet's), engine sources of other engines are passed over, and so are the
     orchestrator sources of any orchestrator but the fleet's own; with `options` scoped to a
-    fleet, so are the sources of exporters that see nothing of it (`QueryOptions.sees`).
+    fleet, so are the sources of exporters that see nothing of it (`QueryOptions.sees`). With
+    `engine_names` (the names the fleet's own engine series carry), an engine source applies
+    only when the fleet itself exports its metrics: a vLLM 0.33 fleet beside an older one
+    gives the older one none of its new sources.
     """
     out: dict[str, Resolution] = {}
     for signal in SIGNALS:
         applicable = [
             s
             for s in catalog.sources.get(signal, ())
-            if s.applies(names)
+            if s.applies(engine_names if engine_names is not None and s.exporter == "engine" else names)
             and _fleet_reads(s, engine, orchestrator)
             and (options is None or options.sees(s.exporter))
         ]
         replica = next((s for s in applicable if s.replica is not None), None)
         fleet = next((s for s in applicable if s.fleet is not None), None)
         used = {s for s in (replica, fleet) if s is not None}
-        deprecated = tuple(sorted({n for s in used for n in s.deprecated if n in names}))
+        seen = engine_names if engine_names is not None else names
+        deprecated = tuple(sorted({n for s in used for n in s.deprecated if n in names and n in seen}))
         out[signal] = Resolution(signal, replica, fleet, deprecated)
     return out

@@ -77,6 +77,32 @@ def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> 
     return queries
 
 
+def engine_names(
+    prometheus: PrometheusSource, options: QueryOptions, start: float | None = None, end: float | None = None
+) -> set[str] | None:
+    """The metric names the engine series of the fleet `options` is scoped to carry (None when
+    unscoped): resolved against the server's whole list, a fleet would get the sources of a
+    newer release running beside it, and then nothing to read."""
+    if not options.scopes.get("engine"):
+        return None
+    selector = options.scope("engine").selector
+    return prometheus.metric_names(start=start, end=end, match=f"{{{selector}}}")
+
+
+def resolve_scoped(
+    catalog: Catalog,
+    prometheus: PrometheusSource,
+    options: QueryOptions,
+    start: float | None = None,
+    end: float | None = None,
+) -> tuple[set[str], dict[str, Resolution]]:
+    """The server's metric names, and the catalog resolved for the scope `options` names (its
+    engine sources against the fleet's own names, `engine_names`)."""
+    names = prometheus.metric_names(start=start, end=end)
+    own = engine_names(prometheus, options, start, end)
+    return names, resolve(catalog, names, options.engine, options.orchestrator, options, own)
+
+
 def stand_ins(resolutions: Mapping[str, Resolution]) -> dict[str, str]:
     """Signal -> what its chosen source really measures, for the sources that stand in for it."""
     out: dict[str, str] = {}
@@ -195,8 +221,7 @@ def fetch_frame(
     instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
     series turn out absent or stale are read from the raw catalog in a second round.
     """
-    names = prometheus.metric_names(start=at - lookback, end=at)
-    resolutions = resolve(catalog, names, options.engine, options.orchestrator, options)
+    names, resolutions = resolve_scoped(catalog, prometheus, options, at - lookback, at)
     plan = plan_round(resolutions, options, replica_histograms)
     if not plan.views:
         raise SignalError(

@@ -141,9 +141,12 @@ class PrometheusSource(Rounds):
 
     # ---------------------------------------------------------------- public reads
 
-    def metric_names(self, start: float | None = None, end: float | None = None) -> set[str]:
+    def metric_names(
+        self, start: float | None = None, end: float | None = None, match: str | None = None
+    ) -> set[str]:
         """Every metric name Prometheus knows (`/api/v1/label/__name__/values`), or only those
-        with series between `start` and `end` (epoch seconds) when given.
+        with series between `start` and `end` (epoch seconds) when given, and only those of
+        series matching the selector `match` (`{namespace="llm",pod=~"..."}`) when given.
 
         Used to pick the catalog's PromQL variant that matches the exporters present. A
         diagnosis gives its window: without one, Prometheus answers from all it holds, but
@@ -153,6 +156,8 @@ class PrometheusSource(Rounds):
         params = {"start": _num(start)} if start is not None else {}
         if end is not None:
             params["end"] = _num(end)
+        if match is not None:
+            params["match[]"] = match
         job: _Job[set[str]] = _Job(
             lambda client: client.get_label_values("__name__", params=params), _parse_names
         )

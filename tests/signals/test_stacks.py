@@ -360,3 +360,15 @@ def test_two_engines_serving_one_model_in_one_namespace_are_two_fleets_each_with
         ("llm/m@Deployment/vllm", "vllm"),
         ("llm/m@Deployment/sglang", "sglang"),
     }
+
+
+def test_a_fleet_gets_only_the_sources_its_own_series_export() -> None:
+    """A vLLM 0.33 fleet beside an older one: the server has the new names, the older fleet not."""
+    catalog = load_catalog()
+    server = {"vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason", "kube_pod_info"}
+    older = {"vllm:num_requests_waiting"}
+    scoped = QueryOptions(scopes={"engine": Scope('pod=~"old-.*"', "pod")}, engine="vllm")
+    mine = resolve(catalog, server, "vllm", None, scoped, older)["queue_waiting"].replica
+    assert mine is not None and mine.source == "vllm"
+    newer = resolve(catalog, server, "vllm", None, scoped, server)["queue_waiting"].replica
+    assert newer is not None and newer.source == "vllm_by_reason"

@@ -23,7 +23,7 @@ from typing import Any
 from signals.catalog import Catalog, QueryOptions, Scope, resolve
 from signals.errors import SignalError
 from signals.frame import SignalFrame
-from signals.live import build_queries, frame_from_round, query_scopes
+from signals.live import build_queries, engine_names, frame_from_round, query_scopes
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
 from triage.audit.engine import audit
 from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
@@ -74,9 +74,14 @@ def fetch_audit_inputs(
     queries = instant_queries(names or frozenset(), options, settings.lookback)
     answers = source.instant_queries(queries, at) if queries else {}
     start = at - settings.lookback
-    resolutions = (
-        resolve(catalog, set(names), options.engine, options.orchestrator) if names is not None else {}
-    )
+    resolutions = {}
+    if names is not None:
+        try:
+            own = engine_names(source, options, start, at)
+        except PrometheusError as exc:
+            problems["metric_names"] = f"the fleet's own metric names could not be read: {exc}"
+            own = None
+        resolutions = resolve(catalog, set(names), options.engine, options.orchestrator, options, own)
     ranges = build_queries(resolutions, options)
     results = source.range_queries(ranges, start, at, settings.step) if ranges else {}
 

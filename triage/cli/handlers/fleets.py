@@ -14,8 +14,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from signals.catalog import Resolution, resolve
+from signals.catalog import QueryOptions, Resolution, resolve
 from signals.fleets import Fleet, FleetMap
+from signals.fleets.scope import scoped_options
+from signals.live import engine_names
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.core.escape import printable
@@ -50,7 +52,7 @@ def blind_for(fleet: Fleet, resolutions: dict[str, Resolution]) -> dict[str, str
     return out
 
 
-def _text(found: FleetMap, server: str, resolutions: dict[Stack, dict[str, Resolution]]) -> str:
+def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> str:
     lines = [f"{len(found.fleets)} fleet{'s' if len(found.fleets) != 1 else ''} in {server}"]
     for fleet in found.fleets:
         workload = str(fleet.workload) if fleet.workload else "workload unknown"
@@ -73,7 +75,7 @@ def _text(found: FleetMap, server: str, resolutions: dict[Stack, dict[str, Resol
         lines.append(f"  dcgm:               {len(fleet.gpus)} GPUs joined by {how}")
         if fleet.routers:
             lines.append(f"  router:             {len(fleet.routers)} backends")
-        blind = blind_for(fleet, resolutions[_stack(fleet)])
+        blind = blind_for(fleet, resolutions[fleet.name])
         if blind:
             lines.append(f"  blind:              {', '.join(blind)}")
         for problem in fleet.problems:
@@ -96,28 +98,25 @@ def _grouped(by_replica: Mapping[str, str]) -> str:
     return " · ".join(f"{value} {len(rs)} ({', '.join(rs)})" for value, rs in sorted(groups.items()))
 
 
-Stack = tuple[str, str | None]
-
-
-def _stack(fleet: Fleet) -> Stack:
-    return fleet.engine, fleet.orchestrator
-
-
-def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[Stack, dict[str, Resolution]]]:
-    """The fleets on the server, its URL, and each stack's signals resolved against its metric names."""
+def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[str, dict[str, Resolution]]]:
+    """The fleets on the server, its URL, and each fleet's signals resolved against its own metric names."""
     prometheus = sourceargs.prometheus_source(args)
     at = inputs.live_moment(args.at, time.time(), "--at")
     found = sourceargs.find_fleets(prometheus, args, at, inputs.duration_arg(args.lookback, "--lookback"))
     cat, names = sourceargs.catalog(args), prometheus.metric_names()
-    resolutions = {stack: resolve(cat, names, *stack) for stack in {_stack(f) for f in found.fleets}}
+    resolutions = {}
+    for fleet in found.fleets:
+        scoped = scoped_options(fleet, QueryOptions())
+        own = engine_names(prometheus, scoped)
+        resolutions[fleet.name] = resolve(cat, names, fleet.engine, fleet.orchestrator, scoped, own)
     return found, prometheus.url, resolutions
 
 
-def _payload(found: FleetMap, server: str, resolutions: dict[Stack, dict[str, Resolution]]) -> dict[str, Any]:
+def _payload(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolution]]) -> dict[str, Any]:
     payload = found.to_json()
     payload["server"] = server
     for entry, fleet in zip(payload["fleets"], found.fleets, strict=True):
-        entry["blind"] = blind_for(fleet, resolutions[_stack(fleet)])
+        entry["blind"] = blind_for(fleet, resolutions[fleet.name])
     return payload
 
 

@@ -13,8 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from signals.catalog import Resolution, resolve
+from signals.catalog import QueryOptions, Resolution, resolve
 from signals.fleets import Fleet
+from signals.fleets.scope import scoped_options
+from signals.live import engine_names
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.cli.handlers.fleets import blind_for
@@ -75,12 +77,9 @@ def signal_check(args: argparse.Namespace) -> SignalCheck:
     names = prometheus.metric_names()
     at = inputs.live_moment(args.at, time.time(), "--at")
     fleet = sourceargs.chosen_fleet(prometheus, args, args.fleet, at) if args.fleet else None
-    resolutions = resolve(
-        sourceargs.catalog(args),
-        names,
-        fleet.engine if fleet else None,
-        fleet.orchestrator if fleet else None,
-    )
+    scoped = scoped_options(fleet, QueryOptions()) if fleet else QueryOptions()
+    own = engine_names(prometheus, scoped)
+    resolutions = resolve(sourceargs.catalog(args), names, scoped.engine, scoped.orchestrator, scoped, own)
     # Scoped to a fleet, a signal is also blind when its exporter sees nothing of that fleet.
     fleet_blind = blind_for(fleet, resolutions) if fleet else {}
     blind = {name for name, r in resolutions.items() if r.blind} | set(fleet_blind)
