@@ -17,7 +17,7 @@ signal-level fixture loads without it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from signals.vocabulary import DEFAULT_FLEET_LABELS
@@ -36,14 +36,20 @@ class FixtureFleet:
 
     labels: tuple[tuple[str, str], ...]
     workload: str | None = None
+    shown: str | None = field(default=None, compare=False)
+    """The name discovery gave the fleet, where the record came from one: a stack's own naming
+    (a KServe service for `/mnt/models`, TGI without a model label) is not in the labels."""
 
     @staticmethod
     def of(fleet: Fleet) -> FixtureFleet:
-        return FixtureFleet(fleet.labels, str(fleet.workload) if fleet.workload is not None else None)
+        workload = str(fleet.workload) if fleet.workload is not None else None
+        return FixtureFleet(fleet.labels, workload, fleet.name)
 
     @property
     def name(self) -> str:
         """The name `triage fleets` prints for this fleet (what `--fleet` takes)."""
+        if self.shown:
+            return self.shown
         head = "/".join(v or "?" for _, v in self.labels)
         return f"{head}@{self.workload}" if self.workload else head
 

@@ -585,16 +585,16 @@ RAMP = 30 * MINUTE
 def step_to_ramp(
     frame: SignalFrame, onset: float, at: float, signal: str = "request_rate", ramp: float = RAMP
 ) -> SignalFrame | None:
-    """A step stretched into a ramp: every series of `signal`, from `onset - ramp` to the onset,
-    rises linearly from its median over the hour before the ramp to its median from the onset to
-    `at`. None where the data does not reach back before the ramp."""
+    """A step stretched into a ramp: every series of `signal`, from `onset - ramp` to where its
+    step completes (the onset, or later where the series is still climbing then: a rate over
+    minutes read from raw counters lags the step), rises linearly from its median over the hour
+    before the ramp to its median from the onset to `at`. None where the data does not reach
+    back before the ramp."""
     t0 = onset - ramp
     if t0 <= frame.start or not frame.rows(signal):
         return None
     before = (frame.times >= t0 - BASELINE) & (frame.times < t0)
     after = (frame.times >= onset) & (frame.times <= at)
-    inside = (frame.times >= t0) & (frame.times <= onset)
-    share = (frame.times - t0) / ramp
 
     def ramped(s: Series) -> FloatArray | None:
         if s.signal != signal:
@@ -602,6 +602,11 @@ def step_to_ramp(
         low, high = _median(s.values[before]), _median(s.values[after])
         if not (np.isfinite(low) and np.isfinite(high)):
             return None
+        rising = high >= low
+        reached = np.flatnonzero(after & ((s.values >= high) if rising else (s.values <= high)))
+        end = max(float(frame.times[reached[0]]) if reached.size else onset, onset)
+        inside = (frame.times >= t0) & (frame.times <= end)
+        share = (frame.times - t0) / (end - t0)
         return np.where(inside, low + (high - low) * share, s.values)
 
     return _with_values(frame, ramped)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -92,6 +92,45 @@ EXPECTED = {
         "prefill_time_p99_seconds",
     ),
     "sglang": ENGINE_SIGNALS,
+    # the serving stacks of docs/stacks.md: what each exports (its blind signals are said there)
+    "ray_vllm": (*ENGINE_SIGNALS, "truncated_ratio", "prompt_tokens_p95", "output_tokens_p95"),
+    "tgi": (
+        "tpot_p99_seconds",
+        "e2e_p99_seconds",
+        "request_rate",
+        "error_ratio",
+        "rejected_ratio",
+        "queue_waiting",
+        "requests_running",
+        "queue_time_p99_seconds",
+        "prompt_tokens_p95",
+        "output_tokens_p95",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "kv_usage_ratio",
+    ),
+    "trtllm": (
+        "ttft_p99_seconds",
+        "tpot_p99_seconds",
+        "e2e_p99_seconds",
+        "request_rate",
+        "error_ratio",
+        "truncated_ratio",
+        "queue_waiting",
+        "requests_running",
+        "queue_time_p99_seconds",
+        "prefix_hit_ratio",
+        "kv_usage_ratio",
+    ),
+    "triton": (
+        "ttft_p99_seconds",
+        "e2e_p99_seconds",
+        "request_rate",
+        "error_ratio",
+        "queue_waiting",
+        "requests_running",
+        "kv_usage_ratio",
+    ),
     "dcgm": (
         "gpu_memory_used_ratio",
         "gpu_util_ratio",
@@ -150,6 +189,14 @@ def flavours(fixture: Fixture) -> set[str]:
             found.add("vllm-mixed")
     if any(n.startswith("sglang:") for n in names):
         found.add("sglang")
+    if any(n.startswith(("ray_vllm_", "ray_vllm:")) for n in names):
+        found.add("ray_vllm")
+    if any(n.startswith("tgi_") for n in names):
+        found.add("tgi")
+    if any(n.startswith(("trtllm_", "trtllm:")) for n in names):
+        found.add("trtllm")
+    if any(n.startswith("nv_trt_llm_") for n in names):
+        found.add("triton")
     if any(n.startswith("DCGM_") for n in names):
         found.add("dcgm")
     if any(n.startswith("kube_") for n in names):
@@ -227,10 +274,11 @@ def test_the_bundled_raw_fixtures_cover_every_exporter_flavour() -> None:
         covered |= flavours(fixture)
         twin = twin_path(path)
         if twin is not None:
-            assert load_fixture(str(twin)).expect == fixture.expect, (
-                f"{path.name}: expect differs from its twin"
-            )
-    assert {"vllm", "vllm-mixed", "sglang", "dcgm", "kube"} <= covered, covered
+            # the same expectation, but for the fleet a raw fixture names (a twin holds one fleet)
+            own = replace(fixture.expect, fleet=None)
+            assert load_fixture(str(twin)).expect == own, f"{path.name}: expect differs from its twin"
+    stacks = {"ray_vllm", "tgi", "trtllm", "triton"}
+    assert {"vllm", "vllm-mixed", "sglang", "dcgm", "kube", *stacks} <= covered, covered
 
 
 _BASE = re.compile(r"(_bucket|_count|_sum|_created)$")
