@@ -278,16 +278,18 @@ def _fleet(draft: _Draft, kube: _Kube) -> Fleet:
                 )
             )
     identity = draft.identity
-    joins = [f"replicas by {draft.replica_label}"]
+    joins: list[str] = []
     selector = ""
     if identity is not None:
         workload = Workload(identity.kind, identity.name)
-        joins.insert(0, f"{identity.kind} {identity.name} by {identity.how}")
+        joins.append(f"{identity.kind} {identity.name} by {identity.how}")
         selector = orchestrator_selector(identity, _model(draft))
         if selector:
             joins.append(f"{identity.orchestrator}'s own series by {selector}")
     elif workload is not None:
-        joins.insert(0, f"{workload} by kube_pod_owner")
+        joins.append(f"{workload} by kube_pod_owner")
+    if draft.pod_of and kube_pods:
+        joins.append("each replica's pod by the pod label on its series (one replica per pod)")
     return Fleet(
         labels=draft.labels,
         engine=draft.engine,

@@ -69,7 +69,8 @@ def _text(found: FleetMap, server: str, resolutions: dict[str, dict[str, Resolut
             lines.append(f"  joined:             {join}")
         if fleet.workers:
             pairs = ", ".join(f"{w} → {r}" for w, r in sorted(fleet.workers.items()))
-            lines.append(f"  workers:            {pairs}")
+            what = "workers:" if fleet.replica_label == "pod" else "pods:"
+            lines.append(f"  {what:<20}{pairs}")
         lines.append(f"  kube-state-metrics: {len(fleet.kube_pods)} pods")
         how = fleet.gpu_join or "-"
         lines.append(f"  dcgm:               {len(fleet.gpus)} GPUs joined by {how}")
