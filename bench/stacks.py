@@ -70,9 +70,13 @@ def one_server(fixtures: list[Fixture]) -> Iterator[OpenMetricsSeries]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--fleet", default="dynamo", help="the stack whose fleet is diagnosed (fixture stack-<x>-raw)")
+    parser.add_argument(
+        "--fleet", default="dynamo", help="the stack whose fleet is diagnosed (fixture stack-<x>-raw)"
+    )
     opts = parser.parse_args()
 
     paths = sorted((ROOT / "fixtures").glob("stack-*-raw.yaml"))
@@ -101,7 +105,9 @@ def main() -> None:
             found = discover(fetch_inventory(source, at, lookback))
             fleet = found.one(chosen.expect.fleet if chosen.expect and chosen.expect.fleet else "", url)
             options = scoped_options(fleet, QueryOptions())
-            frame, _ = fetch_frame(source, catalog, options, at, lookback, step, replica_reads(graph.knowledge))
+            frame, _ = fetch_frame(
+                source, catalog, options, at, lookback, step, replica_reads(graph.knowledge)
+            )
             found_cause = diagnose(graph, frame, "auto", frame.end)
             top = found_cause.top.cause if found_cause.top else found_cause.verdict
             return time.perf_counter() - started, len(found.fleets), top
