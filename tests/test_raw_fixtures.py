@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
+from stackexports import TGI, TRITON, TRTLLM
 from vmserver import ENGINES, require_engine, temporary_engine
 
 from signals.catalog import load_catalog
@@ -94,43 +95,9 @@ EXPECTED = {
     "sglang": ENGINE_SIGNALS,
     # the serving stacks of docs/stacks.md: what each exports (its blind signals are said there)
     "ray_vllm": (*ENGINE_SIGNALS, "truncated_ratio", "prompt_tokens_p95", "output_tokens_p95"),
-    "tgi": (
-        "tpot_p99_seconds",
-        "e2e_p99_seconds",
-        "request_rate",
-        "error_ratio",
-        "rejected_ratio",
-        "queue_waiting",
-        "requests_running",
-        "queue_time_p99_seconds",
-        "prompt_tokens_p95",
-        "output_tokens_p95",
-        "prompt_tokens_rate",
-        "generation_tokens_rate",
-        "kv_usage_ratio",
-    ),
-    "trtllm": (
-        "ttft_p99_seconds",
-        "tpot_p99_seconds",
-        "e2e_p99_seconds",
-        "request_rate",
-        "error_ratio",
-        "truncated_ratio",
-        "queue_waiting",
-        "requests_running",
-        "queue_time_p99_seconds",
-        "prefix_hit_ratio",
-        "kv_usage_ratio",
-    ),
-    "triton": (
-        "ttft_p99_seconds",
-        "e2e_p99_seconds",
-        "request_rate",
-        "error_ratio",
-        "queue_waiting",
-        "requests_running",
-        "kv_usage_ratio",
-    ),
+    "tgi": TGI,
+    "trtllm": TRTLLM,
+    "triton": TRITON,
     "dcgm": (
         "gpu_memory_used_ratio",
         "gpu_util_ratio",

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
+from stackexports import TGI, TRITON, TRTLLM
 from vmserver import require_engine, temporary_engine
 
 from signals.catalog import QueryOptions, SourceSpec, load_catalog
@@ -115,52 +116,18 @@ STACKS: dict[str, Stack] = {
     ),
     "kserve": Stack(VLLM_ENGINE, ("vllm", "kube")),
     "tgi": Stack(
-        (
-            "tpot_p99_seconds",
-            "e2e_p99_seconds",
-            "request_rate",
-            "error_ratio",
-            "rejected_ratio",
-            "queue_waiting",
-            "requests_running",
-            "queue_time_p99_seconds",
-            "prompt_tokens_p95",
-            "output_tokens_p95",
-            "prompt_tokens_rate",
-            "generation_tokens_rate",
-            "kv_usage_ratio",
-        ),
+        TGI,
         ("tgi", "kube"),
         blind=("ttft_p99_seconds",),
         pinned={("request_rate", "replica"): "tgi"},
         stand_ins={"tpot_p99_seconds": True},
     ),
     "trtllm": Stack(
-        (
-            "ttft_p99_seconds",
-            "tpot_p99_seconds",
-            "e2e_p99_seconds",
-            "request_rate",
-            "error_ratio",
-            "truncated_ratio",
-            "queue_waiting",
-            "requests_running",
-            "queue_time_p99_seconds",
-            "prefix_hit_ratio",
-            "kv_usage_ratio",
-        ),
+        TRTLLM,
         ("trtllm", "kube"),
     ),
     "triton": Stack(
-        (
-            "ttft_p99_seconds",
-            "e2e_p99_seconds",
-            "request_rate",
-            "error_ratio",
-            "queue_waiting",
-            "requests_running",
-            "kv_usage_ratio",
-        ),
+        TRITON,
         ("triton", "kube"),
         stand_ins={"e2e_p99_seconds": False},
     ),
