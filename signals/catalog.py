@@ -464,7 +464,15 @@ def resolve(
         replica = next((s for s in applicable if s.replica is not None), None)
         fleet = next((s for s in applicable if s.fleet is not None), None)
         used = {s for s in (replica, fleet) if s is not None}
-        seen = engine_names if engine_names is not None else names
-        deprecated = tuple(sorted({n for s in used for n in s.deprecated if n in names and n in seen}))
+        deprecated = tuple(
+            sorted(
+                {
+                    n
+                    for s in used
+                    for n in s.deprecated
+                    if n in (engine_names if engine_names is not None and s.exporter == "engine" else names)
+                }
+            )
+        )
         out[signal] = Resolution(signal, replica, fleet, deprecated)
     return out

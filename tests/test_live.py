@@ -369,11 +369,11 @@ def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     from signals.plan import view_plan
 
     # A histogram family is ONE query of bucket rates, read by both quantiles and both views.
-    tpot = load_catalog().sources["tpot_p99_seconds"][0]
+    tpot = next(s for s in load_catalog().sources["tpot_p99_seconds"] if s.source == "vllm")
     options = QueryOptions(selector='job="vllm"')
     (family,) = {q for view in ("replica", "fleet") for q in view_plan("x", tpot, view, options).reads}
     slow = {family: [Reply.stalled(30)]}
-    warned = load_catalog().sources["requests_running"][0]
+    warned = next(s for s in load_catalog().sources["requests_running"] if s.source == "vllm")
     (running,) = view_plan("x", warned, "fleet", options).reads
     slow[running] = [Reply.success([], warnings=["results truncated due to limit"])]
     import time as clock
