@@ -37,6 +37,7 @@ TRITON = (
     "e2e_p99_seconds",
     "request_rate",
     "error_ratio",
+    "rejected_ratio",
     "queue_waiting",
     "requests_running",
     "kv_usage_ratio",
