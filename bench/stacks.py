@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.fleets import timed
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import Fixture, load_fixture
 from signals.fleets import discover
@@ -42,15 +42,6 @@ from triage.sources import load_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = str(Path(sys.executable).parent / "triage")
-
-
-def timed(args: list[str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-800:]}")
-    return elapsed
 
 
 def median_of(runs: int, args: list[str]) -> float:
