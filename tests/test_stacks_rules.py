@@ -13,8 +13,11 @@ fixture interval from the fixture's start, and checks at the fixture's moment (`
   (its signal-level twin, `fixtures/stack-X.yaml`, breaches the SLO there) and is neither
   pending nor firing at the first moment it could (the rate window plus its `for`);
 - TGI, which puts no model label on any series: one series for its namespace's Deployment;
-- KServe, whose InferenceServices all serve `model_name=/mnt/models`: with
-  `--fleet-labels namespace,service_name` each service is recorded, and paged, apart;
+- KServe, whose InferenceServices all serve `model_name=/mnt/models`: each service is
+  recorded, and paged, apart, by default (the rules also key by Knative's `service_name`)
+  and with `--fleet-labels namespace,service_name`;
+- Dynamo: the fleet's request rate is its frontend's, not its prefill and decode workers'
+  added together;
 - Triton: the request rate is the TensorRT-LLM model's, not its ensemble's and pre- and
   post-processing models' requests added to it;
 - DCGM: every GPU signal, the inferred throttle included, joins the fleet whose pods use it.
@@ -53,6 +56,7 @@ from signals.timeparse import parse_duration
 from signals.vocabulary import DEFAULT_FLEET_LABELS
 from triage.cli.main import main
 from triage.rules import Slo, load_slo
+from triage.rules.records import series_names
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -61,6 +65,9 @@ Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 PROMTOOL_TIMEOUT = 1200.0
 SERVICES = ("namespace", "service_name")
 """The KServe run's `--fleet-labels`: Knative's `service_name=<isvc>-predictor` names the service."""
+DEFAULT_KEY = (*DEFAULT_FLEET_LABELS, *series_names())
+"""What the default rules record and page per: the fleet labels, and the labels an orchestrator
+names a fleet by on the engines' series (signals/stacks.yaml `rules_key`)."""
 
 
 # ------------------------------------------------------------------ what each stack exports
@@ -208,10 +215,15 @@ STACKS = {
             (("dynamo_frontend_requests_total", {}),),
             (("vllm:request_success_total", {}),),
         ),
-        # Both InferenceServices serve /mnt/models: under the default labels the fleet of
-        # `expect.fleet` (llama-chat) can only be named so, and has no request rate of its own
-        # to compare; test_kserve_* name the services apart.
-        Stack("kserve", _fleet("serving", "/mnt/models"), _vllm("vllm:"), ()),
+        # Both InferenceServices serve /mnt/models: Knative's service_name keeps them apart
+        # (the rules key by it too), and llama-chat's rate is not the two services' added.
+        Stack(
+            "kserve",
+            {**_fleet("serving", "/mnt/models"), "service_name": "llama-chat-predictor"},
+            _vllm("vllm:"),
+            (("vllm:request_success_total", {"service_name": "llama-chat-predictor"}),),
+            (("vllm:request_success_total", {"model_name": "/mnt/models"}),),
+        ),
         Stack("tgi", _fleet("llm"), TGI, (("tgi_request_count", {}),)),
         Stack(
             "trtllm",
@@ -592,7 +604,7 @@ def _stack_checks(name: str) -> Callable[[], Checks]:
         stack = STACKS[name]
         out: Checks = {
             "signals": signal_cases(stack),
-            "alert": alert_cases(name, stack.fleet, DEFAULT_FLEET_LABELS),
+            "alert": alert_cases(name, stack.fleet, DEFAULT_KEY),
         }
         if stack.requests:
             out["requests"] = request_cases(stack)
@@ -747,14 +759,7 @@ def check(outcomes: Mapping[str, Future[Outcome]], run: str, name: str) -> None:
 # ------------------------------------------------------------------ the tests
 
 STACK_RUNS = list(STACKS)
-KNOWN_GAPS = {
-    ("requests", "dynamo"): "per-fleet rules leave the orchestrator's series out (UNJOINED), so a "
-    "disaggregated fleet's request rate sums its prefill and decode workers (about 1.7x the frontend's)",
-    ("alert", "kserve"): "the default fleet labels (namespace, model_name) merge every InferenceService on "
-    "/mnt/models into one series; --fleet-labels namespace,service_name records and pages them apart",
-    ("dcgm", "dcgm"): "the SM-clock throttle source nests an aggregation in another, which the per-fleet "
-    "rewrite does not join to the fleet: its series keep the GPU Operator's namespace",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 """Per-fleet rules that are wrong on a stack today, each strict: a fix turns the case red until
 it is taken off this list."""
 
@@ -789,7 +794,6 @@ def test_engine_signals_are_recorded_under_the_fleets_labels(
 
 @pytest.mark.parametrize("run", runs("requests", [s for s in STACK_RUNS if STACKS[s].requests]))
 def test_request_rate_is_the_fleets_own(outcomes: Mapping[str, Future[Outcome]], run: str) -> None:
-    """KServe's llama-chat has no series of its own under the default labels: see test_kserve_*."""
     check(outcomes, run, "requests")
 
 

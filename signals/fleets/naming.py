@@ -19,9 +19,10 @@ Pure: it reads the `FleetMap` discovery returned and the alerts' label sets.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from signals.fleets.model import Fleet, FleetMap
+from signals.fleets.stacks import identify
 
 Labels = Mapping[str, str]
 SHOWN = 8
@@ -113,11 +114,19 @@ def _one(fleets: FleetMap, labels: Labels, fleet_labels: Sequence[str]) -> _Foun
         wanted = dict(found)
         candidates = [f for f in fleets.fleets if all(dict(f.labels).get(k) == v for k, v in wanted.items())]
         if len(candidates) > 1:
+            # an orchestrator's name on the alert (Knative's `service_name`, which `triage rules`
+            # also records by) picks its fleet among those sharing the fleet labels
+            named = identify(labels, {})
             narrowed = [
                 f
                 for f in candidates
                 if labels.get("pod") in _pods(f)
                 or (f.workload is not None and labels.get("workload") in (f.workload.name, str(f.workload)))
+                or (
+                    f.workload is not None
+                    and named is not None
+                    and (named.kind, named.name) == astuple(f.workload)
+                )
             ]
             candidates = narrowed or candidates
         return _Found("labels", matchers(found), tuple(candidates))

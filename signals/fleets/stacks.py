@@ -59,6 +59,7 @@ class OrchestratorSpec(BaseModel):
     revision: tuple[str, ...] = ()
     scope: dict[str, str] = Field(default_factory=dict)
     join: str | None = None
+    rules_key: tuple[str, ...] = ()
 
     def labels(self) -> set[str]:
         """Every label this rule reads from a row."""

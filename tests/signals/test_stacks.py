@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import pytest
 
 from signals.catalog import QueryOptions, Scope, load_catalog, render, resolve
-from signals.fleets import Inventory, discover
+from signals.fleets import DEFAULT_FLEET_LABELS, Inventory, discover
+from signals.fleets.naming import name_fleet
 from signals.fleets.scope import scoped_options
 from signals.fleets.stacks import identify, orchestrator_selector
 from triage.core.model import CauseFinding, Diagnosis, Evidence
@@ -193,6 +194,20 @@ def test_kserve_services_sharing_mnt_models_are_fleets_named_by_their_service() 
         f for f in found.fleets if f.workload is not None and f.workload.kind == "LLMInferenceService"
     )
     assert llmd.pools == {"qwen-llmd-0": "decode"}
+
+
+def test_an_alert_keyed_by_the_service_names_its_inferenceservice_and_not_without_it() -> None:
+    """`triage rules` records and pages KServe fleets by Knative's `service_name` too: an alert
+    carrying it names its InferenceService; the fleet labels alone name two fleets."""
+    found = discover(kserve())
+    shared = {"namespace": "serving", "model_name": "/mnt/models"}
+    for isvc in ("llama-chat", "llama-batch"):
+        named = name_fleet(found, [{**shared, "service_name": f"{isvc}-predictor"}], DEFAULT_FLEET_LABELS)
+        assert named.fleet is not None and named.fleet.name == f"serving/{isvc}@InferenceService/{isvc}"
+    assert name_fleet(found, [shared], DEFAULT_FLEET_LABELS).fleet is None
+    # a service_name that is no InferenceService's (no -predictor suffix) picks none either
+    odd = name_fleet(found, [{**shared, "service_name": "llama-chat"}], DEFAULT_FLEET_LABELS)
+    assert odd.fleet is None
 
 
 def test_without_the_service_labels_two_services_on_mnt_models_stay_apart_by_workload() -> None:

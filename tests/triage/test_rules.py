@@ -167,7 +167,8 @@ def test_user_catalog_sources_come_first(tmp_path: Path, slo: Slo) -> None:
         r for r in yaml.safe_load(text)["groups"][0]["rules"] if r["record"] == "triage:ttft_p99_seconds"
     )
     assert record["expr"].startswith(
-        '(max by (namespace, model_name) ((my_ttft_p99{server="",namespace!="",model_name!=""}) or '
+        "(max by (namespace, model_name, service_name) "
+        '((my_ttft_p99{server="",namespace!="",model_name!=""}) or '
     )
     assert ") or (histogram_quantile(0.99" in record["expr"]
     assert f"# catalog: bundled, {extra}" in text

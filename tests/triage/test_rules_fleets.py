@@ -80,6 +80,29 @@ def test_the_innermost_aggregation_is_joined_and_a_bare_query_whole() -> None:
         per_fleet("sum(", ["m"])
 
 
+def test_raw_series_beside_an_aggregation_are_joined_whole_and_matched_within_the_fleet() -> None:
+    """DCGM's inferred throttle compares a GPU's clock with its peers' median: the raw side is
+    joined as a whole (in parentheses, as an `or` of branches binds looser than `<` or `and`), the
+    `on` matching gets the fleet labels, and a part that reads no series is left alone."""
+
+    def join(series: Any) -> str:
+        return f"({series(())}) or ({series(['pod=' + chr(34) * 2])})"
+
+    query = (
+        "max((c > 0.8 * max_over_time(c[1h:1m])) < on (model) group_left 0.8 * quantile by (model) (0.5, c))"
+        " or 0 * c"
+    )
+    assert per_fleet(query, ["m"], join) == (
+        "max by (m) ((((c > 0.8 * max_over_time(c[1h:1m]))) "
+        'or ((c{pod=""} > 0.8 * max_over_time(c{pod=""}[1h:1m])))) '
+        '< on (model, m) group_left () 0.8 * quantile by (model, m) (0.5, (c) or (c{pod=""}))) '
+        'or ((0 * c) or (0 * c{pod=""}))'
+    )
+    # the argument of `and` is joined before the filter applies, not only the join's last branch
+    filtered = per_fleet("sum(rate(x[5m]) and on (model) group by (model) (y))", ["m"], join)
+    assert filtered.startswith('sum by (m) (((rate(x[5m])) or (rate(x{pod=""}[5m]))) and on (model, m) ')
+
+
 def test_per_fleet_rules_keep_the_fleet_labels_beside_the_replica_label(tmp_path: Path) -> None:
     options = QueryOptions(replica_label="pod", selector='namespace="llm"')
     text = render_rules(load_catalog(), load_slo(), options)
@@ -91,7 +114,8 @@ def test_per_fleet_rules_keep_the_fleet_labels_beside_the_replica_label(tmp_path
         for grouping in GROUPING.findall(expr):
             labels = [label.strip() for label in grouping.split(",")]
             assert {"namespace", "model_name"} <= set(labels), f"{name}: by ({grouping})"
-    assert "by (le, pod, namespace, model_name)" in records["triage:ttft_p99_seconds:replica"]
+    # ...and by the name an orchestrator gives a fleet on the engines' series (KServe's service_name)
+    assert "by (le, pod, namespace, model_name, service_name)" in records["triage:ttft_p99_seconds:replica"]
     # The user's selector scopes the engines (and so the fleets); routers' re-exports are left out.
     assert 'vllm:num_requests_waiting{namespace="llm",server="",' in records["triage:queue_waiting"]
     assert 'namespace="llm"' in records["triage:fleet_engine_pods"]
@@ -99,7 +123,7 @@ def test_per_fleet_rules_keep_the_fleet_labels_beside_the_replica_label(tmp_path
     for name in ("triage:gpu_xid:replica", "triage:restarts", "triage:replicas_ready"):
         assert 'namespace="llm"' not in records[name] and "triage:fleet_" in records[name]
     alerts = {r["alert"]: r for r in groups[ALERT_GROUP]}
-    assert "on(pod, namespace, model_name)" in alerts["KVCacheNearFull"]["expr"]
+    assert "on(pod, namespace, model_name, service_name)" in alerts["KVCacheNearFull"]["expr"]
     assert alerts["TPOTP99High"]["expr"] == "triage:tpot_p99_seconds > 0.05"
     assert "# fleet labels: namespace, model_name" in text
     _check(tmp_path, text)
@@ -111,8 +135,10 @@ def test_the_fleet_labels_are_configurable_and_none_means_one_fleet(
     assert main(["rules", "--fleet-labels", "cluster,model"]) == 0
     text = capsys.readouterr().out
     records = {r["record"]: r["expr"] for r in _groups(text)[SIGNAL_GROUP]}
-    assert "sum by (le, cluster, model)" in records["triage:ttft_p99_seconds"]
-    assert records["triage:fleet_engine_pods"].startswith("group by (namespace, pod, cluster, model) (")
+    assert "sum by (le, cluster, model, service_name)" in records["triage:ttft_p99_seconds"]
+    assert records["triage:fleet_engine_pods"].startswith(
+        "group by (namespace, pod, cluster, model, service_name) ("
+    )
     _check(tmp_path, text)
     assert main(["rules", "--fleet-labels", ""]) == 0
     single = capsys.readouterr().out

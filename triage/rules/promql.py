@@ -6,8 +6,12 @@ record them per fleet, each query is parsed (PyPI `promql-parser`, as the audit 
 rules) and printed back with the fleet labels added to every `by` grouping (an
 aggregation without one gets `by (<fleet labels>)`; a `without` keeps them anyway). A
 query over series that do not carry the fleet labels themselves (DCGM's, kube-state-
-metrics') also gets a join: the argument of each innermost aggregation, the place where
-raw series are still whole, is handed to `Join`, which returns it joined to the fleets.
+metrics') also gets a join: each largest part of the query that aggregates nothing but
+reads series (the argument of an innermost aggregation, or raw series compared with an
+aggregation beside them, as DCGM's inferred throttle compares a GPU's clock with its
+peers' median), the place where raw series are still whole, is handed to `Join`, which
+returns it joined to the fleets. A binary operator's `on (...)` matching then gets the
+fleet labels too: both its sides carry them, and a match across fleets is no match.
 
 The printer is this module's own rather than the parser's: it re-escapes string values
 (the parser's own printer writes a backslash of a regex matcher back unescaped, which no
@@ -106,16 +110,28 @@ def _labels(names: Sequence[str]) -> str:
     return "(" + ", ".join(names) + ")"
 
 
-def contains_aggregation(node: object) -> bool:
-    if isinstance(node, AggregateExpr):
+def _contains(node: object, kinds: type | tuple[type, ...]) -> bool:
+    if isinstance(node, kinds):
         return True
     if isinstance(node, BinaryExpr):
-        return contains_aggregation(node.lhs) or contains_aggregation(node.rhs)
+        return _contains(node.lhs, kinds) or _contains(node.rhs, kinds)
     if isinstance(node, ParenExpr | UnaryExpr | SubqueryExpr):
-        return contains_aggregation(node.expr)
+        return _contains(node.expr, kinds)
     if isinstance(node, Call):
-        return any(contains_aggregation(a) for a in node.args)
+        return any(_contains(a, kinds) for a in node.args)
+    if isinstance(node, AggregateExpr):
+        return _contains(node.expr, kinds) or (node.param is not None and _contains(node.param, kinds))
     return False
+
+
+def contains_aggregation(node: object) -> bool:
+    return _contains(node, AggregateExpr)
+
+
+def _to_join(node: object) -> bool:
+    """Whether `node` is where the fleet join goes: it reads series and aggregates none (its
+    parent, if any, does; the printer reaches the largest such part first)."""
+    return _contains(node, (VectorSelector, MatrixSelector)) and not contains_aggregation(node)
 
 
 def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
@@ -124,6 +140,9 @@ def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
     def again(child: object, more: Sequence[str] = ()) -> str:
         return _print(child, rewrite, [*extra, *more])
 
+    if rewrite is not None and rewrite.join is not None and _to_join(node):
+        # parenthesised: a join is an `or` of branches, and an operand of `and` or `*` binds tighter
+        return f"({_joined(node, rewrite.join, extra)})"
     if isinstance(node, NumberLiteral):
         return promql_number(node.val)
     if isinstance(node, StringLiteral):
@@ -145,21 +164,27 @@ def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
     if isinstance(node, Call):
         return f"{node.func.name}({', '.join(again(a) for a in node.args)})"
     if isinstance(node, BinaryExpr):
-        return _binary(node, again)
+        return _binary(node, rewrite, again)
     if isinstance(node, AggregateExpr):
         return _aggregate(node, rewrite, extra, again)
     raise PromQLRewriteError(f"cannot print a {type(node).__name__}")
 
 
-def _binary(node: BinaryExpr, again: Callable[[object], str]) -> str:
+def _binary(node: BinaryExpr, rewrite: _Rewrite | None, again: Callable[[object], str]) -> str:
     parts = [again(node.lhs), str(node.op)]
     modifier = node.modifier
     if modifier is not None:
         if modifier.return_bool:
             parts.append("bool")
         if modifier.matching is not None:
-            how = "on" if modifier.matching.type == LabelModifierType.Include else "ignoring"
-            parts.append(f"{how} {_labels(modifier.matching.labels)}")
+            labels = list(modifier.matching.labels)
+            if modifier.matching.type == LabelModifierType.Include:
+                how = "on"
+                if rewrite is not None:
+                    labels += [label for label in rewrite.labels if label not in labels]
+            else:
+                how = "ignoring"
+            parts.append(f"{how} {_labels(labels)}")
         if modifier.card == VectorMatchCardinality.ManyToOne:
             parts.append(f"group_left {_labels(modifier.group_labels or [])}")
         elif modifier.card == VectorMatchCardinality.OneToMany:
@@ -181,17 +206,19 @@ def _aggregate(
             labels += [label for label in rewrite.labels if label not in labels]
         if modifier is not None or labels:
             grouping = f" by {_labels(labels)}"
-    if rewrite is not None and rewrite.join is not None and not contains_aggregation(node.expr):
-        argument = _joined(node.expr, rewrite.join, rewrite, extra)
+    if rewrite is not None and rewrite.join is not None and _to_join(node.expr):
+        argument = _joined(node.expr, rewrite.join, extra)  # the aggregation's own parentheses hold it
     else:
         argument = again(node.expr)
     param = f"{again(node.param)}, " if node.param is not None else ""
     return f"{node.op}{grouping} ({param}{argument})" if grouping else f"{node.op}({param}{argument})"
 
 
-def _joined(node: object, join: Join, rewrite: _Rewrite, extra: Sequence[str]) -> str:
+def _joined(node: object, join: Join, extra: Sequence[str]) -> str:
+    """`node`, which aggregates nothing, joined to the fleets (and printed as it is inside the join)."""
+
     def printer(more: Sequence[str]) -> str:
-        return _print(node, rewrite, [*extra, *more])
+        return _print(node, None, [*extra, *more])
 
     return join(printer)
 
@@ -204,14 +231,10 @@ def parse(query: str) -> Expr:
 
 
 def per_fleet(query: str, labels: Sequence[str], join: Join | None = None) -> str:
-    """`query` with `labels` in every `by` grouping, and each innermost aggregation's argument
-    (or the whole query, when nothing aggregates) passed through `join`."""
-    tree = parse(query)
-    rewrite = _Rewrite(tuple(labels), join)
-    if join is not None and not contains_aggregation(tree):
-        out = _joined(tree, join, rewrite, ())
-    else:
-        out = _print(tree, rewrite, ())
+    """`query` with `labels` in every `by` grouping and `on` matching, and each largest part that
+    reads series but aggregates none (the whole query, when nothing aggregates) passed through `join`."""
+    tree, rewrite = parse(query), _Rewrite(tuple(labels), join)
+    out = _joined(tree, join, ()) if join is not None and _to_join(tree) else _print(tree, rewrite, ())
     try:
         promql_parser.parse(out)
     except ValueError as exc:  # pragma: no cover - a printer bug, caught by the tests

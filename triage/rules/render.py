@@ -10,8 +10,9 @@ alert says where the diagnosis starts (`symptom`, a vocabulary id) and how loud 
 
 One Prometheus holds many fleets, so by default every series is recorded per fleet:
 the fleet view is grouped by the fleet labels (`namespace`, `model_name` unless
-configured), the replica view keeps them beside the replica label, and so every alert
-carries the labels of the fleet it fires for. How a catalog query becomes a per-fleet
+configured, and by the labels an orchestrator names its fleets by on the engines' series,
+Knative's `service_name`), the replica view keeps them beside the replica label, and so
+every alert carries the labels of the fleet it fires for. How a catalog query becomes a per-fleet
 one (its aggregations rewritten on a PromQL parser, the exporters that lack the fleet
 labels joined to them in PromQL) is in `triage.rules.records` and `triage.rules.promql`.
 The catalog itself is left as it is: the same queries serve a diagnosis scoped to one
@@ -41,14 +42,20 @@ import yaml
 from signals.catalog import BUNDLED, Catalog, QueryOptions
 from signals.vocabulary import DEFAULT_FLEET_LABELS
 from triage.rules.alerts import alerts
-from triage.rules.records import MEMORY, FleetJoins, recording_rules
+from triage.rules.records import MEMORY, FleetJoins, recording_rules, series_names
 from triage.rules.slo import Slo
 
 SIGNAL_GROUP = "triage-signals"
 ALERT_GROUP = "triage-alerts"
 
 
-def _header(catalog: Catalog, options: QueryOptions, skipped: list[str], fleet_labels: Sequence[str]) -> str:
+def _header(
+    catalog: Catalog,
+    options: QueryOptions,
+    skipped: list[str],
+    fleet_labels: Sequence[str],
+    named_by: Sequence[str],
+) -> str:
     files = ["bundled" if f == str(BUNDLED) else f for f in catalog.files]
     selector = options.selector.replace("\n", " ")
     lines = [
@@ -66,6 +73,12 @@ def _header(catalog: Catalog, options: QueryOptions, skipped: list[str], fleet_l
             f"seen with engine series in the last {MEMORY}); GPUs whose exporter names no pod",
             "are recorded without fleet labels.",
         ]
+        named = [label for label in named_by if label not in fleet_labels]
+        if named:
+            lines.append(
+                f"also per {', '.join(named)} where the engines' series carry it (a fleet an orchestrator "
+                "names there, e.g. a KServe InferenceService)."
+            )
     lines += [f"not generated: {s}" for s in skipped]
     return "".join(f"# {line}\n" for line in lines)
 
@@ -87,14 +100,14 @@ def rule_file(
     """The header and groups for `catalog` and `slo` with `options` filled into every query,
     recorded and alerting per fleet of `fleet_labels` (none: one fleet, no fleet labels)."""
     labels = tuple(dict.fromkeys(fleet_labels))
-    fleet = FleetJoins(labels, options.selector) if labels else None
+    fleet = FleetJoins(labels, options.selector, series_names()) if labels else None
     records, views = recording_rules(catalog, options, fleet)
-    found, skipped = alerts(slo, views, options.replica_label, labels)
+    found, skipped = alerts(slo, views, options.replica_label, fleet.key if fleet else ())
     groups: list[dict[str, Any]] = [
         {"name": SIGNAL_GROUP, "rules": records},
         {"name": ALERT_GROUP, "rules": [a.rule() for a in found]},
     ]
-    return RuleFile(_header(catalog, options, skipped, labels), groups)
+    return RuleFile(_header(catalog, options, skipped, labels, fleet.named_by if fleet else ()), groups)
 
 
 def dump_yaml(document: Mapping[str, Any]) -> str:
