@@ -176,6 +176,21 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "max",
             kind="event",
         ),
+        _s(
+            "replicas_stalled",
+            "replicas",
+            "engine",
+            "replicas with requests running all window and no token generated in it",
+            "sum",
+            kind="event",
+        ),
+        _s(
+            "queue_deferred",
+            "requests",
+            "engine",
+            "waiting requests held back by admission (deferred), not waiting for capacity",
+            "sum",
+        ),
     ]
 }
 
@@ -206,6 +221,8 @@ EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
         "config_info",
         "spec_decode_acceptance_ratio",
         "engine_asleep",
+        "replicas_stalled",
+        "queue_deferred",
     ),
     "gpu exporter (DCGM)": (
         "gpu_memory_used_ratio",
