@@ -209,6 +209,8 @@ def test_every_alert_names_a_vocabulary_symptom_and_a_severity(
         "GPUEccErrors",
         "ReplicasBelowDesired",
         "SpendJump",
+        "EngineStalled",
+        "AdmissionStall",
     }
     patterns = graph.knowledge.settings.alert_symptoms
     for name, rule in alerts.items():

@@ -274,6 +274,44 @@ def alerts(
                 "shortage and is not one. Triage from rejected; find why they are down before scaling out.",
             )
         )
+    view = need("EngineStalled", ("replicas_stalled",), replica_first)
+    if view:
+        e = slo.engine_stalled
+        out.append(
+            _Alert(
+                "EngineStalled",
+                "errors",
+                e.severity,
+                f"{record_name('replicas_stalled', view)} > 0",
+                e.for_,
+                f"{VALUE} stalled{_where(view, label)}: requests running, no tokens generated",
+                "Requests have been in the running batch with not one token generated for a whole rate "
+                f"window and {e.for_} more{_where(view, label)}, while the pod is Ready and routed: its "
+                "clients time out. Triage from errors; take the replica out of rotation and capture its "
+                "stacks before restarting it. Scaling out does not unstick it, and the router keeps "
+                "feeding it.",
+            )
+        )
+    if need("AdmissionStall", ("queue_deferred", "kv_usage_ratio"), fleet_first):
+        a = slo.admission_stall
+        now = f"avg_over_time(triage:queue_deferred[{a.window}])"
+        before = f"avg_over_time(triage:queue_deferred[{a.window}] offset {a.baseline})"
+        out.append(
+            _Alert(
+                "AdmissionStall",
+                "rejected",
+                a.severity,
+                f"{now} > {_num(a.factor)} * {before} and {now} > {before} + {_num(a.min_increase)} "
+                f"and triage:kv_usage_ratio < {_num(a.kv_below)}",
+                a.for_,
+                f"{COUNT} requests deferred by admission, with KV use under {_num(a.kv_below)}",
+                f"The engines' deferred queue ({a.window} average: held back by admission, not waiting "
+                f"for capacity) has been over {_num(a.factor)}x its level {a.baseline} earlier, and at "
+                f"least {_num(a.min_increase)} more requests, for {a.for_}, while KV use stayed under "
+                f"{_num(a.kv_below)}. Triage from rejected: an admission stall, not a capacity shortage; "
+                "scaling out does not drain it.",
+            )
+        )
     if need("SpendJump", ("spend_rate",), fleet_first):
         j = slo.spend_jump
         total = f"sum by {by(fleet_labels)} " if fleet_labels else "sum"

@@ -98,6 +98,20 @@ class GpuEventSlo(_Strict):
     severity: Severity
 
 
+class EngineStalledSlo(_Alerting):
+    """A replica with requests running and no token generated (the signal needs its whole window)."""
+
+
+class AdmissionStallSlo(_Alerting):
+    """The deferred queue growing like `queue_growth` while KV use stays under `kv_below`."""
+
+    factor: float = Field(gt=1)
+    min_increase: float = Field(ge=0)
+    window: Window
+    baseline: Window
+    kv_below: float = Field(gt=0, le=1)
+
+
 class ReplicasSlo(_Alerting):
     """Ready replicas at least `min_missing` below the desired count."""
 
@@ -128,6 +142,8 @@ class Slo(_Strict):
     gpu_ecc: GpuEventSlo
     replicas: ReplicasSlo
     spend_jump: SpendJumpSlo
+    engine_stalled: EngineStalledSlo
+    admission_stall: AdmissionStallSlo
 
 
 def _merge(base: Any, override: Any) -> Any:
