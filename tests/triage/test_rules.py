@@ -211,6 +211,10 @@ def test_every_alert_names_a_vocabulary_symptom_and_a_severity(
         "SpendJump",
         "EngineStalled",
         "AdmissionStall",
+        "BatchCapped",
+        "GPULinkErrors",
+        "KVTransferFailures",
+        "RouteShareShift",
     }
     patterns = graph.knowledge.settings.alert_symptoms
     for name, rule in alerts.items():

@@ -312,6 +312,77 @@ def alerts(
                 "scaling out does not drain it.",
             )
         )
+    if need("BatchCapped", ("queue_waiting", "kv_usage_ratio"), fleet_first):
+        b = slo.batch_capped
+        now = f"avg_over_time(triage:queue_waiting[{b.window}])"
+        before = f"avg_over_time(triage:queue_waiting[{b.window}] offset {b.baseline})"
+        out.append(
+            _Alert(
+                "BatchCapped",
+                "rejected",
+                b.severity,
+                f"{now} > {_num(b.factor)} * {before} and {now} > {before} + {_num(b.min_increase)} "
+                f"and triage:kv_usage_ratio < {_num(b.kv_below)}",
+                b.for_,
+                f"{COUNT} requests waiting, with KV use under {_num(b.kv_below)}",
+                f"The engines' waiting queue ({b.window} average) has been over {_num(b.factor)}x its level "
+                f"{b.baseline} earlier, and at least {_num(b.min_increase)} more requests, for {b.for_}, "
+                f"while KV use stayed under {_num(b.kv_below)}: each engine runs fewer sequences than its "
+                "KV holds. Triage from rejected: the batch cap (max_num_seqs) before capacity; scaling "
+                "out multiplies the waste.",
+            )
+        )
+    view = need("GPULinkErrors", ("gpu_nvlink_errors", "gpu_pcie_replays"), replica_first)
+    if view:
+        g = slo.gpu_links
+        nvlink, pcie = record_name("gpu_nvlink_errors", view), record_name("gpu_pcie_replays", view)
+        out.append(
+            _Alert(
+                "GPULinkErrors",
+                "tpot_slow",
+                g.severity,
+                f"{nvlink} > 0 or ({pcie} > {_num(g.pcie_factor)} * ({pcie} offset {g.baseline}) "
+                f"and {pcie} > {_num(g.pcie_min_rate)})",
+                g.for_,
+                f"{VALUE} link errors per second{_where(view, label, 'gpu')}",
+                f"NVLink errors, or PCIe replays over {_num(g.pcie_factor)}x their rate {g.baseline} before, "
+                f"for {g.for_}{_where(view, label, 'gpu')}. A tensor-parallel step waits for its slowest "
+                "link: the whole replica slows or hangs. Triage from tpot_slow; drain the node and run "
+                "dcgmi diag, rather than adding replicas.",
+            )
+        )
+    if need("KVTransferFailures", ("kv_transfer_failures",), fleet_first):
+        k = slo.kv_transfer_failures
+        out.append(
+            _Alert(
+                "KVTransferFailures",
+                "errors",
+                k.severity,
+                f"triage:kv_transfer_failures > {_num(k.min_rate)}",
+                k.for_,
+                f"{VALUE} KV transfers failing per second",
+                f"Requests whose KV transfer from a prefill to a decode instance failed, above "
+                f"{_num(k.min_rate)} per second for {k.for_}: those requests end in errors. Triage from "
+                "errors: the transfer path (connector, network, the prefill peer), not the decode engines' "
+                "memory.",
+            )
+        )
+    if need("RouteShareShift", ("route_share_shift",), fleet_first):
+        r = slo.route_share_shift
+        out.append(
+            _Alert(
+                "RouteShareShift",
+                "ttft_slow",
+                r.severity,
+                f"triage:route_share_shift > {_num(r.share)}",
+                r.for_,
+                f"A routing target's share of requests moved by {VALUE}",
+                f"A target's share of a model's requests has moved by more than {_num(r.share)} against "
+                f"the hour before for {r.for_}: the gateway sends the traffic elsewhere than it did. "
+                "Triage from ttft_slow with the routing rules' change at hand; more replicas of the pool "
+                "that now takes it hide the move.",
+            )
+        )
     if need("SpendJump", ("spend_rate",), fleet_first):
         j = slo.spend_jump
         total = f"sum by {by(fleet_labels)} " if fleet_labels else "sum"

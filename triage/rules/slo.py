@@ -112,6 +112,36 @@ class AdmissionStallSlo(_Alerting):
     kv_below: float = Field(gt=0, le=1)
 
 
+class BatchCappedSlo(_Alerting):
+    """The queue growing like `queue_growth` while KV use stays under `kv_below`."""
+
+    factor: float = Field(gt=1)
+    min_increase: float = Field(ge=0)
+    window: Window
+    baseline: Window
+    kv_below: float = Field(gt=0, le=1)
+
+
+class GpuLinkSlo(_Alerting):
+    """NVLink errors on a GPU, or its PCIe replays over `pcie_factor` times their rate `baseline` ago."""
+
+    pcie_factor: float = Field(gt=1)
+    pcie_min_rate: float = Field(ge=0)
+    baseline: Window
+
+
+class RateSlo(_Alerting):
+    """An event rate (per second) above `min_rate`."""
+
+    min_rate: float = Field(ge=0)
+
+
+class ShareShiftSlo(_Alerting):
+    """A routing target's share of a model's requests moved by more than `share`."""
+
+    share: float = Field(gt=0, le=1)
+
+
 class ReplicasSlo(_Alerting):
     """Ready replicas at least `min_missing` below the desired count."""
 
@@ -144,6 +174,10 @@ class Slo(_Strict):
     spend_jump: SpendJumpSlo
     engine_stalled: EngineStalledSlo
     admission_stall: AdmissionStallSlo
+    batch_capped: BatchCappedSlo
+    gpu_links: GpuLinkSlo
+    kv_transfer_failures: RateSlo
+    route_share_shift: ShareShiftSlo
 
 
 def _merge(base: Any, override: Any) -> Any:
