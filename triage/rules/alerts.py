@@ -334,51 +334,51 @@ def alerts(
         )
     view = need("GPULinkErrors", ("gpu_nvlink_errors", "gpu_pcie_replays"), replica_first)
     if view:
-        g = slo.gpu_links
+        links = slo.gpu_links
         nvlink, pcie = record_name("gpu_nvlink_errors", view), record_name("gpu_pcie_replays", view)
         out.append(
             _Alert(
                 "GPULinkErrors",
                 "tpot_slow",
-                g.severity,
-                f"{nvlink} > 0 or ({pcie} > {_num(g.pcie_factor)} * ({pcie} offset {g.baseline}) "
-                f"and {pcie} > {_num(g.pcie_min_rate)})",
-                g.for_,
+                links.severity,
+                f"{nvlink} > 0 or ({pcie} > {_num(links.pcie_factor)} * ({pcie} offset {links.baseline}) "
+                f"and {pcie} > {_num(links.pcie_min_rate)})",
+                links.for_,
                 f"{VALUE} link errors per second{_where(view, label, 'gpu')}",
-                f"NVLink errors, or PCIe replays over {_num(g.pcie_factor)}x their rate {g.baseline} before, "
-                f"for {g.for_}{_where(view, label, 'gpu')}. A tensor-parallel step waits for its slowest "
-                "link: the whole replica slows or hangs. Triage from tpot_slow; drain the node and run "
-                "dcgmi diag, rather than adding replicas.",
+                f"NVLink errors, or PCIe replays over {_num(links.pcie_factor)}x their rate {links.baseline} "
+                f"before, for {links.for_}{_where(view, label, 'gpu')}. A tensor-parallel step waits for its "
+                "slowest link: the whole replica slows or hangs. Triage from tpot_slow; drain the node and "
+                "run dcgmi diag, rather than adding replicas.",
             )
         )
     if need("KVTransferFailures", ("kv_transfer_failures",), fleet_first):
-        k = slo.kv_transfer_failures
+        transfers = slo.kv_transfer_failures
         out.append(
             _Alert(
                 "KVTransferFailures",
                 "errors",
-                k.severity,
-                f"triage:kv_transfer_failures > {_num(k.min_rate)}",
-                k.for_,
+                transfers.severity,
+                f"triage:kv_transfer_failures > {_num(transfers.min_rate)}",
+                transfers.for_,
                 f"{VALUE} KV transfers failing per second",
                 f"Requests whose KV transfer from a prefill to a decode instance failed, above "
-                f"{_num(k.min_rate)} per second for {k.for_}: those requests end in errors. Triage from "
-                "errors: the transfer path (connector, network, the prefill peer), not the decode engines' "
-                "memory.",
+                f"{_num(transfers.min_rate)} per second for {transfers.for_}: those requests end in errors. "
+                "Triage from errors: the transfer path (connector, network, the prefill peer), not the "
+                "decode engines' memory.",
             )
         )
     if need("RouteShareShift", ("route_share_shift",), fleet_first):
-        r = slo.route_share_shift
+        shift = slo.route_share_shift
         out.append(
             _Alert(
                 "RouteShareShift",
                 "ttft_slow",
-                r.severity,
-                f"triage:route_share_shift > {_num(r.share)}",
-                r.for_,
+                shift.severity,
+                f"triage:route_share_shift > {_num(shift.share)}",
+                shift.for_,
                 f"A routing target's share of requests moved by {VALUE}",
-                f"A target's share of a model's requests has moved by more than {_num(r.share)} against "
-                f"the hour before for {r.for_}: the gateway sends the traffic elsewhere than it did. "
+                f"A target's share of a model's requests has moved by more than {_num(shift.share)} against "
+                f"the hour before for {shift.for_}: the gateway sends the traffic elsewhere than it did. "
                 "Triage from ttft_slow with the routing rules' change at hand; more replicas of the pool "
                 "that now takes it hide the move.",
             )
