@@ -88,6 +88,25 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
         ),
         _s("gpu_xid", "code", "resource", "last XID error code, 0 when none", "max", kind="event"),
         _s("gpu_ecc_errors", "count", "resource", "double-bit ECC errors in the window", "sum", kind="event"),
+        _s(
+            "gpu_nvlink_errors",
+            "1/s",
+            "resource",
+            "NVLink CRC, replay and recovery errors per second",
+            "sum",
+            kind="event",
+        ),
+        _s("gpu_pcie_replays", "1/s", "resource", "PCIe link replays per second", "sum", kind="event"),
+        _s(
+            "kv_transfer_failures",
+            "1/s",
+            "resource",
+            "disaggregated prefill/decode: requests whose KV transfer failed, per second",
+            "sum",
+            kind="event",
+        ),
+        _s("kv_transfer_queue", "requests", "resource", "requests waiting for their KV to arrive", "sum"),
+        _s("kv_transfer_p99_seconds", "s", "resource", "KV transfer time, P99", "max"),
         _s("replicas_ready", "replicas", "supply", "serving replicas ready", "sum", higher_is_worse=False),
         _s("replicas_desired", "replicas", "supply", "serving replicas wanted", "sum", higher_is_worse=False),
         _s("restarts", "count", "supply", "container restarts in the window", "sum", kind="event"),
@@ -191,6 +210,14 @@ SIGNALS: Final[dict[str, SignalSpec]] = {
             "waiting requests held back by admission (deferred), not waiting for capacity",
             "sum",
         ),
+        _s(
+            "route_share_shift",
+            "ratio",
+            "supply",
+            "largest move of any routing target's share of a model's requests against the hour "
+            "that ended 30 minutes earlier",
+            "max",
+        ),
     ]
 }
 
@@ -221,6 +248,9 @@ EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
         "config_info",
         "spec_decode_acceptance_ratio",
         "engine_asleep",
+        "kv_transfer_failures",
+        "kv_transfer_queue",
+        "kv_transfer_p99_seconds",
         "replicas_stalled",
         "queue_deferred",
     ),
@@ -232,6 +262,8 @@ EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
         "gpu_throttle",
         "gpu_xid",
         "gpu_ecc_errors",
+        "gpu_nvlink_errors",
+        "gpu_pcie_replays",
     ),
     "kube-state-metrics": (
         "replicas_ready",
@@ -252,6 +284,7 @@ EXPORTERS: Final[dict[str, tuple[str, ...]]] = {
         "rejected_ratio",
         "timeout_ratio",
         "fallback_ratio",
+        "route_share_shift",
     ),
     "billing": ("cost_per_1k_tokens", "spend_rate", "list_price_per_1k_tokens"),
 }

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from signals.timeparse import parse_instant
+from tools.rawlinks import dcgm_links, is_disaggregated, sglang_pd, vllm_pd
 from tools.synth import GPU_HEALTHY, HEALTHY, Fleet, fixture_document, write_document
 
 Array = np.ndarray
@@ -584,6 +585,9 @@ class RawFleet:
         self.node_of: dict[str, tuple[str, int]] = {}
         for i, name in enumerate(self.f.names):
             self.node_of[name] = (f"gpu-node-{i // 4:02d}", i % 4)
+            tp = sum(1 for k in self.f.series if k[0] == "gpu_temp_celsius" and ("instance", name) in k[1])
+            if tp > 1:  # a tensor-parallel replica: its GPUs side by side on an 8-GPU node
+                self.node_of[name] = (f"gpu-node-{i * tp // 8:02d}", i * tp % 8)
         for name in self.f.names:
             flavour = self.flavour(name)
             if flavour == "sglang":
@@ -750,11 +754,22 @@ class RawFleet:
             self.rng.poisson(np.clip(self.sig("requests_running", name), 0, None)).astype(float),
             _fmt_int,
         )
-        gauge(
-            "vllm:num_requests_waiting",
-            self.rng.poisson(np.clip(self.sig("queue_waiting", name), 0, None)).astype(float),
-            _fmt_int,
-        )
+        waiting = self.rng.poisson(np.clip(self.sig("queue_waiting", name), 0, None)).astype(float)
+        if self._raw("queue_deferred", name) is not None and not mixed:
+            # vLLM >= 0.24: the waiting gauge counts capacity + deferred, split by reason beside it
+            deferred = self.rng.poisson(np.clip(self.sig("queue_deferred", name), 0, None)).astype(float)
+            for reason, values in (("capacity", waiting), ("deferred", deferred)):
+                self.emit(
+                    "vllm:num_requests_waiting_by_reason",
+                    {**labels, "reason": reason},
+                    self.finish(values, mask, vanished),
+                    _fmt_int,
+                    target,
+                )
+            waiting = waiting + deferred
+        gauge("vllm:num_requests_waiting", waiting, _fmt_int)
+        if is_disaggregated(self, name):
+            vllm_pd(self, name, labels, mask, vanished, target)
         kv = np.clip(self._gauge(name, "kv_usage_ratio"), 0, 1)
         gauge("vllm:kv_cache_usage_perc", kv)
         if mixed:
@@ -868,15 +883,16 @@ class RawFleet:
         mask, vanished = self._engine_mask(name)
         segments = self.segments(mask)
         target = f"{name}/engine"
+        mode = "decode" if is_disaggregated(self, name) else "unified"
         sched = {
             "model_name": self.spec.model,
-            "engine_type": "unified",
+            "engine_type": mode,
             "tp_rank": "0",
             "pp_rank": "0",
             "moe_ep_rank": "0",
             "instance": name,
         }
-        tok = {"model_name": self.spec.model, "engine_type": "unified", "instance": name}
+        tok = {"model_name": self.spec.model, "engine_type": mode, "instance": name}
         stream = {**tok, "is_streaming": "true"}
         uptime = self._uptime(name, "engine")
 
@@ -918,6 +934,8 @@ class RawFleet:
         gauge("sglang:num_retracted_reqs", np.minimum(retract, running), _fmt_int)
 
         hist = _Life(segments, mask, vanished, uptime, target)
+        if mode == "decode":
+            sglang_pd(self, name, sched, counter, gauge, n, hist)
         self._hist(
             "sglang:time_to_first_token_seconds",
             stream,
@@ -1049,6 +1067,7 @@ class RawFleet:
                 put(metric, self.counter(inc, segments, base * uptime / 86400.0), _fmt_int)
             ecc = self.sig("gpu_ecc_errors", name, g) * self.dt / 300.0
             put("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", self.counter(ecc, segments, 0.0), _fmt_int)
+            dcgm_links(self, name, g, segments, put)
             # the last XID: one series per code (its err_code/err_msg labels change with it)
             xid = np.round(self.sig("gpu_xid", name, g))
             codes = [int(c) for c in dict.fromkeys(xid[mask].tolist())] or [0]

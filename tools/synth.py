@@ -87,8 +87,9 @@ RATIOS = {
     "rejected_ratio",
     "fallback_ratio",
 }
-COUNTS = {"queue_waiting", "requests_running", "gateway_queue", "gateway_inflight"}
+COUNTS = {"queue_waiting", "requests_running", "gateway_queue", "gateway_inflight", "queue_deferred"}
 FLAGS = {
+    "replicas_stalled",
     "gpu_throttle",
     "gpu_xid",
     "gpu_ecc_errors",

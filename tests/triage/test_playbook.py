@@ -138,8 +138,8 @@ def test_unknown_cause_referenced_by_a_symptom() -> None:
     found = problems(
         edit(
             "symptoms.yaml",
-            "engine: [prefix_cache_miss, batch_oversized]\n      resource: [kv_pressure, gpu_throttling",
-            "engine: [prefix_cache_mis, batch_oversized]\n      resource: [kv_pressure, gpu_throttling",
+            "engine: [prefix_cache_miss, batch_oversized, engine_stalled",
+            "engine: [prefix_cache_mis, batch_oversized, engine_stalled",
         )
     )
     assert any(

@@ -212,7 +212,7 @@ def test_every_alert_names_a_vocabulary_symptom_and_a_severity(
         "EngineStalled",
         "AdmissionStall",
         "BatchCapped",
-        "GPULinkErrors",
+        "GPULinkFaults",
         "KVTransferFailures",
         "RouteShareShift",
     }

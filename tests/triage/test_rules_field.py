@@ -11,7 +11,7 @@ written here:
   queue that was always that long, nor for a small rise;
 - BatchCapped: the waiting queue growing the same way beside KV under half; not with KV busy
   (a true capacity shortage);
-- GPULinkErrors: a GPU with NVLink errors, or PCIe replays over their own earlier rate; not a
+- GPULinkFaults: a GPU with NVLink errors, or PCIe replays over their own earlier rate; not a
   GPU whose replays always trickled at that rate;
 - KVTransferFailures: failed transfers for its `for`; not a single failed burst;
 - RouteShareShift: a target's share moved past the line for its `for`; not a smaller move.
@@ -151,7 +151,7 @@ def test_admission_stall_pages_for_a_deferred_queue_beside_free_kv_only(
 
 
 def test_the_field_alerts_read_only_recorded_series(alerts: Mapping[str, dict[str, Any]]) -> None:
-    for name in ("EngineStalled", "AdmissionStall", "BatchCapped", "GPULinkErrors", "KVTransferFailures"):
+    for name in ("EngineStalled", "AdmissionStall", "BatchCapped", "GPULinkFaults", "KVTransferFailures"):
         expr = alerts[name]["expr"]
         assert "vllm" not in expr and "sglang" not in expr and "triage:" in expr, name
 
@@ -190,7 +190,7 @@ def test_batch_capped_pages_beside_idle_kv_not_for_a_busy_fleet(
 def test_gpu_link_errors_page_per_gpu_not_for_a_steady_replay_trickle(
     tmp_path: Path, rules_text: str, alerts: Mapping[str, dict[str, Any]], slo: Slo
 ) -> None:
-    rule = alerts["GPULinkErrors"]
+    rule = alerts["GPULinkFaults"]
     assert rule["labels"]["symptom"] == "tpot_slow"
     g = slo.gpu_links
     baseline = steps(g.baseline)
@@ -213,7 +213,7 @@ def test_gpu_link_errors_page_per_gpu_not_for_a_steady_replay_trickle(
         fired(rule, 2, {"instance": "a", "gpu": "0"}),
         fired(rule, burst, {"instance": "b", "gpu": "1"}),
     ]
-    cases = [case("GPULinkErrors", baseline * STEP / 60 - 1, []), case("GPULinkErrors", settled, expected)]
+    cases = [case("GPULinkFaults", baseline * STEP / 60 - 1, []), case("GPULinkFaults", settled, expected)]
     run(tmp_path, rules_text, inputs, cases)
 
 

@@ -332,13 +332,13 @@ def alerts(
                 "out multiplies the waste.",
             )
         )
-    view = need("GPULinkErrors", ("gpu_nvlink_errors", "gpu_pcie_replays"), replica_first)
+    view = need("GPULinkFaults", ("gpu_nvlink_errors", "gpu_pcie_replays"), replica_first)
     if view:
         links = slo.gpu_links
         nvlink, pcie = record_name("gpu_nvlink_errors", view), record_name("gpu_pcie_replays", view)
         out.append(
             _Alert(
-                "GPULinkErrors",
+                "GPULinkFaults",
                 "tpot_slow",
                 links.severity,
                 f"{nvlink} > 0 or ({pcie} > {_num(links.pcie_factor)} * ({pcie} offset {links.baseline}) "

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.frame import SignalFrame
+from signals.timeparse import format_instant
 from triage.audit.checks.base import Registry
 from triage.audit.checks.facts import Facts, FloatArray, finite_values
 from triage.audit.checks.formatting import num, ratio_text
@@ -26,7 +27,6 @@ CHECKS.check("deployment.gateway_functions")(gateway_functions)
 CHECKS.check("deployment.quota_at_gateway")(overload_kept_off)
 CHECKS.not_visible(
     "deployment.startup_probe",
-    "deployment.readiness_probe",
     "deployment.liveness_probe",
     "deployment.service_balancing",
     "deployment.rolling_update",
@@ -63,6 +63,56 @@ def _within_slo(x: Facts, frame: SignalFrame) -> tuple[dict[str, npt.NDArray[np.
         breached = breached or bool((known & ~within).any())
         out[name] = within
     return out, breached
+
+
+@CHECKS.check("deployment.readiness_probe")
+def _readiness(x: Facts, item: ChecklistItem) -> Finding:
+    """A replica seen stalled (requests running all window, no token generated) while every
+    replica counted Ready fails the item: its readiness probe tests a port, not progress.
+
+    Otherwise the probe lives in the pod spec, not in metrics: unknown, naming what settles
+    it. A stall seen without kube-state-metrics readiness is named but cannot fail the item:
+    the replica may have been taken out of rotation.
+    """
+    unseen = f"not visible in metrics; settles it: {item.settle}"
+    frame = x.frame
+    if frame is None or not frame.has("replicas_stalled"):
+        return verdict("unknown", unseen)
+    view = frame.replicas("replicas_stalled")
+    rows = (
+        list(zip(view.replicas, view.values, strict=True))
+        if view.replicas
+        else [("a replica", frame.fleet("replicas_stalled"))]
+    )
+    ready: npt.NDArray[np.bool_] | None = None
+    if frame.has("replicas_ready") and frame.has("replicas_desired"):
+        have, want = frame.fleet("replicas_ready"), frame.fleet("replicas_desired")
+        ready = np.isfinite(have) & np.isfinite(want) & (have >= want)
+    seen: list[str] = []
+    while_ready: list[str] = []
+    for name, values in rows:
+        stalled = np.isfinite(values) & (values >= 1)
+        if not stalled.any():
+            continue
+        first = format_instant(float(frame.times[int(np.argmax(stalled))]))
+        minutes = float(stalled.sum()) * frame.step / 60
+        seen.append(f"{name} ran requests with no token generated for {minutes:.0f}m from {first}")
+        if ready is not None and (stalled & ready).any():
+            while_ready.append(name)
+    if while_ready:
+        return verdict(
+            "fail",
+            "; ".join(seen[:3]),
+            f"{', '.join(while_ready[:3])} stayed Ready meanwhile (ready replicas at desired): the "
+            "readiness probe tests a port, not progress",
+        )
+    if seen:
+        return verdict(
+            "unknown",
+            "; ".join(seen[:3]),
+            "whether it stayed Ready is not known (no kube-state-metrics readiness); " + unseen,
+        )
+    return verdict("unknown", f"no replica was seen stalled in the window; {unseen}")
 
 
 @CHECKS.check("deployment.scaling_min_replicas")

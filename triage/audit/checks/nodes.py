@@ -20,7 +20,6 @@ from triage.audit.queries import DRIVER_LABELS, ECC_METRICS, NODE_LABELS
 CHECKS = Registry("nodes")
 CHECKS.not_visible(
     "nodes.labels_taints",
-    "nodes.nccl_network",
     "nodes.weights_separate",
     "nodes.gang_scheduling",
 )
@@ -221,4 +220,101 @@ def _check_statefulset(x: Facts, item: ChecklistItem) -> Finding:
     ]
     return verdict(
         "unknown", f"workloads seen: {', '.join(kinds)}" if kinds else "", f"settles it: {item.settle}"
+    )
+
+
+NVLINK_ERROR_COUNTERS: Final = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+"""The per-GPU NVLink error totals `gpu_nvlink_errors` reads: commented out under `# NVLink` in
+the default counters CSV."""
+PCIE_REPLAY_LINE: Final = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER, counter, Total number of PCIe retries."
+"""The PCIe replay line of the default CSV (enabled there): named when a custom CSV dropped it."""
+
+
+def _multi_gpu(x: Facts) -> tuple[dict[str, int], dict[str, int]]:
+    """Replicas DCGM shows on more than one GPU; where DCGM's GPUs cannot be matched to replicas,
+    the GPU nodes with more than one GPU instead (a node of single-GPU replicas is not one
+    tensor-parallel instance)."""
+    label = x.options.replica_label
+    renames = x.options.scope("gpu").renames
+    gpus: dict[str, set[str]] = {}
+    for sample in x.instant("dcgm_gpus"):
+        replica = sample.labels.get(label)
+        gpu = sample.labels.get("UUID") or sample.labels.get("gpu")
+        if replica and gpu:
+            gpus.setdefault(renames.get(str(replica), str(replica)), set()).add(str(gpu))
+    replicas = {r: len(g) for r, g in gpus.items() if len(g) > 1}
+    if gpus:
+        return replicas, {}
+    nodes = {
+        str(s.labels["node"]): int(s.value)
+        for s in x.instant("gpu_nodes")
+        if s.labels.get("node") and s.value > 1
+    }
+    return replicas, nodes
+
+
+def _link_counters(x: Facts) -> Finding:
+    """On multi-GPU replicas (tensor parallel) or nodes, whether DCGM exports the NVLink and PCIe
+    error counters `interconnect_fault` reads, and which CSV lines to enable where it does not.
+
+    Advisory (a pass), as the default-counters advice of `nodes.dcgm_alerts` is: the item asks
+    for the NCCL NIC and MTU, which metrics cannot show.
+    """
+    if x.names is None:
+        return verdict("unknown", x.why_no_names())
+    replicas, nodes = _multi_gpu(x)
+    if not replicas and not nodes:
+        if not x.has_prefix("DCGM_"):
+            return verdict(
+                "unknown", "no DCGM series and no GPU node inventory: multi-GPU replicas cannot be told"
+            )
+        return verdict(
+            "not_applicable", "no replica or node with more than one GPU: no NVLink between a replica's GPUs"
+        )
+    if replicas:
+        shown = listed(f"{r} ({n} GPUs)" for r, n in sorted(replicas.items()))
+        where = f"{len(replicas)} replicas on several GPUs ({shown})"
+    else:
+        shown = listed(f"{n} ({c} GPUs)" for n, c in sorted(nodes.items()))
+        where = f"{len(nodes)} GPU nodes with several GPUs ({shown})"
+    if not x.has_prefix("DCGM_"):
+        return verdict("unknown", f"{where}, but no DCGM series: NVLink and PCIe link errors are not seen")
+    missing = [m for m in NVLINK_ERROR_COUNTERS if m not in x.names]
+    pcie = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" in x.names
+    if not missing and pcie:
+        return verdict("pass", f"{where}: DCGM exports the NVLink error counters and PCIe replays")
+    todo = []
+    if missing:
+        todo.append(f"uncomment {' and '.join(missing)} (# NVLink) in {COUNTERS_CSV}")
+    if not pcie:
+        todo.append(f"add `{PCIE_REPLAY_LINE}` back to it")
+    blind = (
+        "gpu_nvlink_errors and gpu_pcie_replays are blind"
+        if len(missing) == len(NVLINK_ERROR_COUNTERS) and not pcie
+        else "gpu_nvlink_errors is blind (only PCIe replays are read)"
+        if len(missing) == len(NVLINK_ERROR_COUNTERS)
+        else "gpu_pcie_replays is blind"
+        if not pcie
+        else "some NVLink errors are not counted"
+    )
+    return verdict(
+        "pass",
+        f"advisory: {where}, and DCGM's counters leave out their link errors: {', and '.join(todo)}",
+        f"until then {blind}: a tensor-parallel step waits on its slowest link, and a link fault is "
+        "told from throttling only by these counters",
+    )
+
+
+@CHECKS.check("nodes.nccl_network")
+def _check_nccl_network(x: Facts, item: ChecklistItem) -> Finding:
+    return combine(
+        [
+            _link_counters(x),
+            verdict("unknown", f"the NCCL NIC and MTU are not visible in metrics; settles it: {item.settle}"),
+        ]
     )
