@@ -9,23 +9,24 @@ fails on a replica seen stalled while Ready.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from causekit import bundled as _fixture
+from causekit import diagnosed as _diagnose
+from causekit import finding as _finding
+from causekit import holds as _holds
+from causekit import mapped as _map
+from causekit import with_healthy_replica
 from metamorphic import rename_replicas, scale_rates
 
 from signals.catalog import QueryOptions, load_catalog
-from signals.fixture import Fixture, load_fixture
 from signals.frame import Series, SignalFrame, build_frame
 from triage.audit.checklist import ITEMS
 from triage.audit.engine import audit
 from triage.audit.model import AuditSettings, Fetched
 from triage.core.graph import TriageGraph
-from triage.core.model import CauseFinding, Diagnosis
-from triage.core.walk import diagnose
-from triage.replay import fixture_symptom
 
 ROOT = Path(__file__).resolve().parents[2]
 STALLED = "engine-stalled-ready-replica"
@@ -34,44 +35,6 @@ UNDERSIZED = "batch-undersized-max-num-seqs"
 SHORTAGE = "capacity-shortage-full-batches"
 DEFERRED = "admission-stall-lora-budget"
 KV_FULL = "kv-pressure-with-deferred-requests"
-
-
-def _fixture(name: str) -> Fixture:
-    return load_fixture(str(ROOT / "fixtures" / f"{name}.yaml"))
-
-
-def _diagnose(graph: TriageGraph, name: str, frame: SignalFrame | None = None) -> Diagnosis:
-    fixture = _fixture(name)
-    symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-    return diagnose(graph, frame if frame is not None else fixture.frame, symptom, fixture.at, source=source)
-
-
-def _finding(d: Diagnosis, cause: str) -> CauseFinding | None:
-    return next((c for c in d.causes if c.cause == cause), None)
-
-
-def _holds(finding: CauseFinding, signal: str, role: str) -> bool:
-    return any(e.signal == signal and e.role == role and e.holds for e in finding.evidence)
-
-
-def _map(frame: SignalFrame, change: Callable[[Series], np.ndarray | None]) -> SignalFrame:
-    out = []
-    for s in frame.series:
-        values = change(s)
-        out.append(Series(s.signal, s.labels, (s.values if values is None else values).copy()))
-    return build_frame(frame.times, out, frame.source)
-
-
-def _with_healthy_replica(frame: SignalFrame, like: str, name: str = "vllm-extra") -> SignalFrame:
-    """A copy of replica `like`'s series under a new name: one more healthy replica."""
-    extra = [
-        Series(
-            s.signal, tuple(sorted((k, name if k == "instance" else v) for k, v in s.labels)), s.values.copy()
-        )
-        for s in frame.series
-        if dict(s.labels).get("instance") == like
-    ]
-    return build_frame(frame.times, [*frame.series, *extra], frame.source)
 
 
 # ------------------------------------------------------------------ the causes on their fixtures
@@ -154,7 +117,7 @@ def test_renamed_replicas_and_rates_in_other_units_keep_the_answer(
 
 @pytest.mark.parametrize(("name", "cause"), KEEP, ids=[k[0] for k in KEEP])
 def test_a_healthy_replica_more_keeps_the_answer(graph: TriageGraph, name: str, cause: str) -> None:
-    frame = _with_healthy_replica(_fixture(name).frame, "vllm-0")
+    frame = with_healthy_replica(_fixture(name).frame, "vllm-0", "vllm-extra")
     assert _diagnose(graph, name, frame).causes[0].cause == cause
 
 

@@ -11,15 +11,21 @@ replicas, whether DCGM exports the link error counters and which CSV lines to en
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from causekit import bundled as _fixture
+from causekit import diagnosed as _diagnose
+from causekit import finding as _finding
+from causekit import holds as _holds
+from causekit import mapped as _map
+from causekit import with_healthy_replica as _with_healthy_replica
 from metamorphic import rename_replicas, scale_rates
 from promserver import require_prometheus_binaries
 
 from signals.catalog import QueryOptions, load_catalog
-from signals.fixture import Fixture, load_fixture
+from signals.fixture import load_fixture
 from signals.frame import Series, SignalFrame, build_frame
 from signals.rawreplay import replay_raw
 from tools.incidents_interconnect import PD_HEALTHY
@@ -28,7 +34,7 @@ from tools.synth import Fleet
 from triage.audit.engine import audit
 from triage.audit.model import AuditItem, AuditSettings, Fetched, Sample
 from triage.core.graph import TriageGraph
-from triage.core.model import CauseFinding, Diagnosis
+from triage.core.model import Diagnosis
 from triage.core.walk import diagnose
 from triage.replay import fixture_symptom
 from triage.sources import load_graph
@@ -38,44 +44,6 @@ NVLINK = "interconnect-fault-nvlink-tp"
 THROTTLED = "gpu-throttling-tp-no-link-errors"
 TRANSFER = "kv-transfer-fault-pd"
 OOM = "engine-oom-pd-decode"
-
-
-def _fixture(name: str) -> Fixture:
-    return load_fixture(str(ROOT / "fixtures" / f"{name}.yaml"))
-
-
-def _diagnose(graph: TriageGraph, name: str, frame: SignalFrame | None = None) -> Diagnosis:
-    fixture = _fixture(name)
-    symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-    return diagnose(graph, frame if frame is not None else fixture.frame, symptom, fixture.at, source=source)
-
-
-def _finding(d: Diagnosis, cause: str) -> CauseFinding | None:
-    return next((c for c in d.causes if c.cause == cause), None)
-
-
-def _holds(finding: CauseFinding, signal: str, role: str) -> bool:
-    return any(e.signal == signal and e.role == role and e.holds for e in finding.evidence)
-
-
-def _map(frame: SignalFrame, change: Callable[[Series], np.ndarray | None]) -> SignalFrame:
-    out = []
-    for s in frame.series:
-        values = change(s)
-        out.append(Series(s.signal, s.labels, (s.values if values is None else values).copy()))
-    return build_frame(frame.times, out, frame.source)
-
-
-def _with_healthy_replica(frame: SignalFrame, like: str, name: str) -> SignalFrame:
-    """A copy of replica `like`'s series under a new name: one more healthy replica."""
-    extra = [
-        Series(
-            s.signal, tuple(sorted((k, name if k == "instance" else v) for k, v in s.labels)), s.values.copy()
-        )
-        for s in frame.series
-        if dict(s.labels).get("instance") == like
-    ]
-    return build_frame(frame.times, [*frame.series, *extra], frame.source)
 
 
 def _without(frame: SignalFrame, *signals: str) -> SignalFrame:

@@ -15,7 +15,7 @@ from typing import Any
 
 from triage.core.model import SYMPTOMS
 from triage.rules.records import Views, by, record_name
-from triage.rules.slo import Slo
+from triage.rules.slo import IdleKvQueueSlo, Slo
 
 VALUE = '{{ $value | printf "%.3g" }}'
 """How an annotation shows a latency or ratio: three significant digits (Go's %g, as Python's)."""
@@ -62,6 +62,17 @@ def _where(view: str, label: str, what: str = "") -> str:
         return " across the fleet"
     gpu = " GPU {{ $labels." + what + " }}" if what else ""
     return " on {{ $labels." + label + " }}" + gpu
+
+
+def _growing_beside_idle_kv(signal: str, q: IdleKvQueueSlo) -> str:
+    """A queue (`window` average) over `factor` times its level `baseline` before and `min_increase`
+    more, while the fleet's KV use stays under `kv_below`: a queue no capacity shortage explains."""
+    now = f"avg_over_time(triage:{signal}[{q.window}])"
+    before = f"avg_over_time(triage:{signal}[{q.window}] offset {q.baseline})"
+    return (
+        f"{now} > {_num(q.factor)} * {before} and {now} > {before} + {_num(q.min_increase)} "
+        f"and triage:kv_usage_ratio < {_num(q.kv_below)}"
+    )
 
 
 def alerts(
@@ -294,15 +305,12 @@ def alerts(
         )
     if need("AdmissionStall", ("queue_deferred", "kv_usage_ratio"), fleet_first):
         a = slo.admission_stall
-        now = f"avg_over_time(triage:queue_deferred[{a.window}])"
-        before = f"avg_over_time(triage:queue_deferred[{a.window}] offset {a.baseline})"
         out.append(
             _Alert(
                 "AdmissionStall",
                 "rejected",
                 a.severity,
-                f"{now} > {_num(a.factor)} * {before} and {now} > {before} + {_num(a.min_increase)} "
-                f"and triage:kv_usage_ratio < {_num(a.kv_below)}",
+                _growing_beside_idle_kv("queue_deferred", a),
                 a.for_,
                 f"{COUNT} requests deferred by admission, with KV use under {_num(a.kv_below)}",
                 f"The engines' deferred queue ({a.window} average: held back by admission, not waiting "
@@ -314,15 +322,12 @@ def alerts(
         )
     if need("BatchCapped", ("queue_waiting", "kv_usage_ratio"), fleet_first):
         b = slo.batch_capped
-        now = f"avg_over_time(triage:queue_waiting[{b.window}])"
-        before = f"avg_over_time(triage:queue_waiting[{b.window}] offset {b.baseline})"
         out.append(
             _Alert(
                 "BatchCapped",
                 "rejected",
                 b.severity,
-                f"{now} > {_num(b.factor)} * {before} and {now} > {before} + {_num(b.min_increase)} "
-                f"and triage:kv_usage_ratio < {_num(b.kv_below)}",
+                _growing_beside_idle_kv("queue_waiting", b),
                 b.for_,
                 f"{COUNT} requests waiting, with KV use under {_num(b.kv_below)}",
                 f"The engines' waiting queue ({b.window} average) has been over {_num(b.factor)}x its level "

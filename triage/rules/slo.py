@@ -102,18 +102,9 @@ class EngineStalledSlo(_Alerting):
     """A replica with requests running and no token generated (the signal needs its whole window)."""
 
 
-class AdmissionStallSlo(_Alerting):
-    """The deferred queue growing like `queue_growth` while KV use stays under `kv_below`."""
-
-    factor: float = Field(gt=1)
-    min_increase: float = Field(ge=0)
-    window: Window
-    baseline: Window
-    kv_below: float = Field(gt=0, le=1)
-
-
-class BatchCappedSlo(_Alerting):
-    """The queue growing like `queue_growth` while KV use stays under `kv_below`."""
+class IdleKvQueueSlo(_Alerting):
+    """A queue growing like `queue_growth` while KV use stays under `kv_below`: the deferred queue
+    (AdmissionStall) or the waiting queue (BatchCapped), neither of which capacity explains."""
 
     factor: float = Field(gt=1)
     min_increase: float = Field(ge=0)
@@ -173,8 +164,8 @@ class Slo(_Strict):
     replicas: ReplicasSlo
     spend_jump: SpendJumpSlo
     engine_stalled: EngineStalledSlo
-    admission_stall: AdmissionStallSlo
-    batch_capped: BatchCappedSlo
+    admission_stall: IdleKvQueueSlo
+    batch_capped: IdleKvQueueSlo
     gpu_links: GpuLinkSlo
     kv_transfer_failures: RateSlo
     route_share_shift: ShareShiftSlo
