@@ -3,8 +3,9 @@
 The nine stack incidents (fixtures/stack-*-raw.yaml: Ray Serve LLM, Dynamo, KServe with an
 LLMInferenceService beside it, TGI, trtllm-serve, Triton with the TensorRT-LLM backend,
 vLLM 0.33, SGLang 0.5.23, DCGM with its default counters) are backfilled into ONE real
-Prometheus: 15 fleets in all (the fixtures carry their confounders). Then, median of runs
-after one warm-up:
+Prometheus: 12 fleets in all (the fixtures carry their confounders). Then, median of runs
+after one warm-up, the three commands run in turns (each once, then again) so that load from
+elsewhere on the machine falls on all of them alike:
 
   triage fleets               the command end to end (process start, discovery, text)
   triage diagnose --fleet     one stack's fleet, end to end (the Dynamo fleet: its frontend,
@@ -14,6 +15,8 @@ after one warm-up:
   process start               `triage --version`, what every command pays before any work
 
 Target (issue: every serving stack): `triage fleets` plus one diagnosis <= 2 s.
+Without cached bytecode (PYTHONDONTWRITEBYTECODE set, an editable install) every process also
+compiles the modules it imports; the header says which it was (bench/startup.py).
 Run: python -m bench.stacks [--runs 3] [--fleet dynamo]
 """
 
@@ -27,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.fleets import timed
+from bench.startup import bytecode_note
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import Fixture, load_fixture
 from signals.fleets import discover
@@ -44,9 +48,15 @@ ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = str(Path(sys.executable).parent / "triage")
 
 
-def median_of(runs: int, args: list[str]) -> float:
-    timed(args)  # warm-up: the file cache and Prometheus's own
-    return statistics.median(timed(args) for _ in range(runs))
+def medians_in_turns(runs: int, commands: dict[str, list[str]]) -> dict[str, float]:
+    """Each command's median wall time, the commands run in turns after one warm-up each."""
+    for args in commands.values():
+        timed(args)  # warm-up: the file cache and Prometheus's own
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, args in commands.items():
+            times[name].append(timed(args))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def one_server(fixtures: list[Fixture]) -> Iterator[OpenMetricsSeries]:
@@ -84,9 +94,10 @@ def main() -> None:
         fleets_cmd = [TRIAGE, "fleets", "--prometheus", url, *when]
         diagnose_cmd = [TRIAGE, "diagnose", "--prometheus", url, "--fleet", chosen.expect.fleet, *when]
         diagnose_cmd += ["--format", "json"]
-        startup = median_of(opts.runs, [TRIAGE, "--version"])
-        fleets_wall = median_of(opts.runs, fleets_cmd)
-        diagnose_wall = median_of(opts.runs, diagnose_cmd)
+        walls = medians_in_turns(
+            opts.runs, {"startup": [TRIAGE, "--version"], "fleets": fleets_cmd, "diagnose": diagnose_cmd}
+        )
+        startup, fleets_wall, diagnose_wall = walls["startup"], walls["fleets"], walls["diagnose"]
 
         graph, catalog = load_graph(), load_catalog()
         source = PrometheusSource(url)
@@ -112,6 +123,7 @@ def main() -> None:
         f"{len(fixtures)} stacks in one Prometheus: {fleets} fleets, {series} series, "
         f"{int(lookback // 60)} minutes at {int(step)} s; diagnosed: {chosen.expect.fleet} -> {top}"
     )
+    print(f"median of {opts.runs} runs in turns · {bytecode_note()}")
     print()
     print("| measure | figure | target |")
     print("| --- | --- | --- |")

@@ -3,6 +3,10 @@
 The on-call answer without the TUI, for pipes and tickets (text, Markdown, JSON). It
 can start from the alert that paged, taking the alert's symptom and its startsAt. A
 fixture is diagnosed here; a live Prometheus in `diagnose_live`.
+
+What one path or one format alone needs is imported there: the fixture reader and the
+replay for `--fixture`, the text rendering (rich) for text, so `--format json` from a live
+server loads neither.
 """
 
 from __future__ import annotations
@@ -12,24 +16,24 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from signals.fixture import Fixture, is_offset
 from signals.timeparse import format_instant, parse_duration, parse_instant
 from triage.cli import common
 from triage.cli.handlers import inputs
 from triage.cli.handlers.alertfile import read_alert
 from triage.core.escape import printable
 from triage.core.model import Diagnosis
-from triage.core.render import to_json, to_text
 from triage.core.walk import diagnose, symptom_from_alert
-from triage.replay import fixture_symptom
 
 if TYPE_CHECKING:
+    from signals.fixture import Fixture
     from signals.fleets import Fleet
 
 
 def _at_arg(value: str | None, fixture: Fixture) -> float:
     if value is None:
         return fixture.at
+    from signals.fixture import is_offset
+
     try:
         at = fixture.start + parse_duration(value) if is_offset(value) else parse_instant(value)
     except ValueError as exc:
@@ -44,12 +48,16 @@ def _at_arg(value: str | None, fixture: Fixture) -> float:
 
 def render(diagnosis: Diagnosis, args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "json":
+        from triage.core.render import to_json
+
         out.write(to_json(diagnosis) + "\n")
     elif args.format == "markdown":
         from triage.core.markdown import to_markdown  # jinja2, for Markdown alone
 
         out.write(to_markdown(diagnosis))
     else:
+        from triage.core.render import to_text  # rich, for the terminal text alone
+
         out.write(to_text(diagnosis, color=common.use_color(out), verbose=args.verbose))
 
 
@@ -94,6 +102,8 @@ def diagnosis_of(args: argparse.Namespace) -> Diagnosis | FleetDiagnoses:
     else:
         source = "given" if symptom else "auto"
     if args.fixture:
+        from triage.replay import fixture_symptom
+
         fixture = inputs.load_checked_fixture(args.fixture, graph.knowledge, args.catalog)
         at = _at_arg(args.at, fixture)
         if alert is not None and args.at is None and alert.starts_at is not None:

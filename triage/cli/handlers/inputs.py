@@ -2,31 +2,41 @@
 whose ids the playbooks know, a symptom, a moment.
 
 Every problem is a `UsageError` naming the flag, or an `InputError` naming file and line.
+
+The fixture reader and the playbooks (their schema, the graph) are imported by the
+functions that read them, so a command that reads neither (`triage fleets`) uses the
+moment, duration and secret readers without loading them.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from signals import secret
 from signals.errors import InputError, InputErrors
-from signals.fixture import Fixture, is_offset, load_fixture
 from signals.timeparse import parse_duration, parse_instant
 from signals.vocabulary import suggest
 from triage.cli.common import SourceArgError, UsageError
-from triage.core.graph import TriageGraph, build_graph
-from triage.core.model import AUTO
-from triage.core.playbook import Knowledge
-from triage.sources import load_playbooks
+
+if TYPE_CHECKING:
+    from signals.fixture import Fixture
+    from triage.core.graph import TriageGraph
+    from triage.core.playbook import Knowledge
 
 
 def graph_from_args(args: argparse.Namespace) -> TriageGraph:
+    from triage.core.graph import build_graph
+    from triage.sources import load_playbooks
+
     return build_graph(load_playbooks(args.playbooks))
 
 
 def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
     """Ids in a fixture that the playbooks do not know, located in the fixture."""
+    from triage.core.model import AUTO
+
     doc = fixture.document
     out = []
     symptoms = [*kb.symptoms, AUTO]
@@ -61,6 +71,8 @@ def _fixture_problems(fixture: Fixture, kb: Knowledge) -> list[InputError]:
 
 def load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] = ()) -> Fixture:
     """A fixture whose ids the playbooks know; a raw one is first replayed through a real Prometheus."""
+    from signals.fixture import load_fixture
+
     fixture = load_fixture(path)
     problems = _fixture_problems(fixture, kb)
     if problems:
@@ -77,6 +89,8 @@ def load_checked_fixture(path: str, kb: Knowledge, catalog_files: Sequence[str] 
 def symptom_arg(value: str | None, kb: Knowledge) -> str | None:
     if value is None:
         return None
+    from triage.core.model import AUTO
+
     if value != AUTO and value not in kb.symptoms:
         choices = [*sorted(kb.symptoms), AUTO]
         raise UsageError(
@@ -91,7 +105,11 @@ def live_moment(value: str | None, now: float, flag: str) -> float:
     if value is None or value == "now":
         return now
     try:
-        return now - parse_duration(value) if is_offset(value) else parse_instant(value)
+        offset: float | None = parse_duration(value)
+    except ValueError:
+        offset = None  # not a `40m`-style offset (`signals.fixture.is_offset`): an instant
+    try:
+        return now - offset if offset is not None else parse_instant(value)
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
 

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selector
 from signals.fleets import Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
-from signals.fleets.naming import name_fleet
 from signals.fleets.scope import scoped_options
 from signals.prometheus import PrometheusSource
 from triage.cli.common import SourceArgError
@@ -129,6 +128,8 @@ def fleets_to_diagnose(
         return [chosen_fleet(prometheus, args, args.fleet, at, lookback)]
     found = find_fleets(prometheus, args, at, lookback)
     if alert_labels:
+        from signals.fleets.naming import name_fleet  # an alert's labels alone need it
+
         named = name_fleet(found, [alert_labels], fleet_labels(args))
         if named.refused:
             raise SourceArgError(f"--alert: {named.reason}")
