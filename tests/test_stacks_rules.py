@@ -4,7 +4,8 @@ The rule file is the one `triage rules` writes by default (per fleet, keyed by `
 and `model_name`), generated through the command line itself. Prometheus's own rule engine
 (`promtool test rules`) evaluates it on each stack's raw fixture (`fixtures/stack-X-raw.yaml`:
 the stack's real exporter series, in promtool's `input_series` notation already), every
-fixture interval from the fixture's start, and checks at the fixture's moment (`at`):
+minute from the fixture's start (Prometheus's default evaluation interval), and checks at
+the fixture's moment (`at`):
 
 - the fleet series of the stack's engine signals exist under the fleet's labels, and the
   fleet's request rate is what the fixture's own request counters give (Prometheus's `rate`
@@ -63,6 +64,10 @@ FIXTURES = ROOT / "fixtures"
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 PROMTOOL_TIMEOUT = 1200.0
+EVALUATION_INTERVAL = "1m"
+"""How often promtool evaluates the rules: Prometheus's own default `global.evaluation_interval`,
+which the rules as written (no group `interval`) run at; every moment checked is a whole minute,
+and a quarter of the 15 s fixture steps' evaluations keeps each fixture's run to seconds."""
 SERVICES = ("namespace", "service_name")
 """The KServe run's `--fleet-labels`: Knative's `service_name=<isvc>-predictor` names the service."""
 DEFAULT_KEY = (*DEFAULT_FLEET_LABELS, *series_names())
@@ -692,7 +697,7 @@ def run_promtool(promtool: str, run: str, rules: Path, directory: Path) -> Outco
     cases = list({case.key(): case for group in checks(run).values() for case in group}.values())
     test = {
         "rule_files": [str(rules)],
-        "evaluation_interval": fx.doc["interval"],
+        "evaluation_interval": EVALUATION_INTERVAL,
         "tests": [
             {
                 "interval": fx.doc["interval"],
