@@ -9,7 +9,7 @@ reason is kept in the report.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -83,10 +83,23 @@ def engine_names(
     """The metric names the engine series of the fleet `options` is scoped to carry (None when
     unscoped): resolved against the server's whole list, a fleet would get the sources of a
     newer release running beside it, and then nothing to read."""
-    if not options.scopes.get("engine"):
-        return None
-    selector = options.scope("engine").selector
-    return prometheus.metric_names(start=start, end=end, match=f"{{{selector}}}")
+    return engine_names_of(prometheus, [options], start, end)[0]
+
+
+def engine_names_of(
+    prometheus: PrometheusSource,
+    scopes: Sequence[QueryOptions],
+    start: float | None = None,
+    end: float | None = None,
+) -> list[set[str] | None]:
+    """`engine_names` of each scope, in order, read in one round of the source."""
+    selectors = {
+        str(i): f"{{{options.scope('engine').selector}}}"
+        for i, options in enumerate(scopes)
+        if options.scopes.get("engine")
+    }
+    found = prometheus.metric_names_matching(selectors, start, end) if selectors else {}
+    return [found.get(str(i)) for i in range(len(scopes))]
 
 
 def resolve_scoped(

@@ -153,19 +153,32 @@ class PrometheusSource(Rounds):
         later VictoriaMetrics releases only from the last few minutes, which would leave last
         week's incident without any metric. Raises `PrometheusError` on any failure.
         """
-        params = {"start": _num(start)} if start is not None else {}
+        key = "names"
+        return self.metric_names_matching({key: match}, start, end)[key]
+
+    def metric_names_matching(
+        self, matches: Mapping[str, str | None], start: float | None = None, end: float | None = None
+    ) -> dict[str, set[str]]:
+        """`metric_names` for several selectors (keys as given; None is every series) in one
+        round: the reads go out together under one deadline, one not waiting for another.
+        Raises `PrometheusError` on a failure, the first one in the given order."""
+        base = {"start": _num(start)} if start is not None else {}
         if end is not None:
-            params["end"] = _num(end)
-        if match is not None:
-            params["match[]"] = match
-        job: _Job[set[str]] = _Job(
-            lambda client: client.get_label_values("__name__", params=params), _parse_names
-        )
-        outcome = self._round({"names": job})["names"]
-        if outcome.failure is not None:
-            raise outcome.failure.as_error()
-        assert outcome.value is not None
-        return outcome.value
+            base["end"] = _num(end)
+
+        def job(match: str | None) -> _Job[set[str]]:
+            params = base if match is None else {**base, "match[]": match}
+            return _Job(lambda client: client.get_label_values("__name__", params=params), _parse_names)
+
+        outcomes = self._round({key: job(match) for key, match in matches.items()})
+        out = {}
+        for key in matches:
+            outcome = outcomes[key]
+            if outcome.failure is not None:
+                raise outcome.failure.as_error()
+            assert outcome.value is not None
+            out[key] = outcome.value
+        return out
 
     def range_queries(
         self, queries: Mapping[str, str], start: float, end: float, step: float

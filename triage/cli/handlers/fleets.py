@@ -11,22 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from signals.catalog import QueryOptions, Resolution, resolve
 from signals.fleets import Fleet, FleetMap
 from signals.fleets.scope import scoped_options
-from signals.live import engine_names
-from signals.prometheus import PrometheusSource
+from signals.live import engine_names_of
 from triage.cli import common
 from triage.cli.handlers import inputs, sourceargs
 from triage.core.escape import printable
-
-NAMES_AT_ONCE = 8
-"""Fleets whose own metric names are read at the same time (the source's connection pool
-holds as many connections)."""
 
 BLIND_WITHOUT = {
     "gpu": "GPUs",
@@ -105,19 +99,6 @@ def _grouped(by_replica: Mapping[str, str]) -> str:
     return " · ".join(f"{value} {len(rs)} ({', '.join(rs)})" for value, rs in sorted(groups.items()))
 
 
-def _own_names(prometheus: PrometheusSource, scoped: Sequence[QueryOptions]) -> list[set[str] | None]:
-    """Each scope's engine metric names (`engine_names`), in order; the reads go out together,
-    one fleet's not waiting for the one before. A failure is the first fleet's in order."""
-    if not scoped:
-        return []
-    pool = ThreadPoolExecutor(max_workers=min(len(scoped), NAMES_AT_ONCE), thread_name_prefix="fleet-names")
-    try:
-        futures = [pool.submit(engine_names, prometheus, options) for options in scoped]
-        return [future.result() for future in futures]
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
 def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[str, dict[str, Resolution]]]:
     """The fleets on the server, its URL, and each fleet's signals resolved against its own metric names."""
     prometheus = sourceargs.prometheus_source(args)
@@ -126,7 +107,7 @@ def _found(args: argparse.Namespace) -> tuple[FleetMap, str, dict[str, dict[str,
     cat, names = sourceargs.catalog(args), prometheus.metric_names()
     scoped = [scoped_options(fleet, QueryOptions()) for fleet in found.fleets]
     resolutions = {}
-    for fleet, options, own in zip(found.fleets, scoped, _own_names(prometheus, scoped), strict=True):
+    for fleet, options, own in zip(found.fleets, scoped, engine_names_of(prometheus, scoped), strict=True):
         resolutions[fleet.name] = resolve(cat, names, fleet.engine, fleet.orchestrator, options, own)
     return found, prometheus.url, resolutions
 
