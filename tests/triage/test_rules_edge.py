@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_rules import annotate, promtool, run_promtool
+from test_rules import alerts_only, annotate, promtool, rules_reading, run_promtool
 
 from signals.catalog import Catalog, QueryOptions, load_catalog
 from triage.rules import load_slo
@@ -56,9 +56,12 @@ def _case(name: str, at: str, fired: list[dict[str, Any]]) -> dict[str, Any]:
     return {"eval_time": at, "alertname": name, "exp_alerts": fired}
 
 
-def _promtool_test(tmp_path: Path, rules_text: str, tests: list[dict[str, Any]]) -> None:
+def _promtool_test(tmp_path: Path, rules_text: str, tests: list[dict[str, Any]], *, recorded: bool) -> None:
+    """`recorded`: the inputs are the recorded `triage:` series, so only the alert group runs;
+    otherwise the edge alerts run with the records they read."""
     rule_file = tmp_path / "rules.yml"
-    rule_file.write_text(rules_text, encoding="utf-8")
+    used = alerts_only(rules_text) if recorded else rules_reading(rules_text, {*EDGE, RATIO})
+    rule_file.write_text(used, encoding="utf-8")
     document = {"rule_files": [str(rule_file)], "evaluation_interval": STEP, "tests": tests}
     test_file = tmp_path / "edge.yml"
     test_file.write_text(yaml.safe_dump(document, sort_keys=False, width=1 << 30), encoding="utf-8")
@@ -196,7 +199,7 @@ def test_edge_alerts_fire_and_hold_back_on_recorded_series(
             ],
         },
     ]
-    _promtool_test(tmp_path, rules_text, tests)
+    _promtool_test(tmp_path, rules_text, tests, recorded=True)
 
 
 def _rule(rules_text: str, name: str) -> dict[str, Any]:
@@ -269,4 +272,4 @@ def test_edge_alerts_on_raw_litellm_series(
             ],
         },
     ]
-    _promtool_test(tmp_path, rules_text, tests)
+    _promtool_test(tmp_path, rules_text, tests, recorded=False)

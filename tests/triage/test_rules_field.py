@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_rules import alerts_of, annotate, promtool, run_promtool
+from test_rules import alerts_of, alerts_only, annotate, promtool, run_promtool
 
 from signals.catalog import QueryOptions, load_catalog
 from signals.timeparse import parse_duration
@@ -60,7 +60,7 @@ def steps(duration: str) -> int:
 
 def run(tmp_path: Path, rules_text: str, inputs: list[dict[str, str]], cases: list[dict[str, Any]]) -> None:
     promtool()
-    (tmp_path / "rules.yml").write_text(rules_text, encoding="utf-8")
+    (tmp_path / "rules.yml").write_text(alerts_only(rules_text), encoding="utf-8")
     test = {
         "rule_files": [str(tmp_path / "rules.yml")],
         "evaluation_interval": f"{STEP}s",

@@ -60,8 +60,10 @@ async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_
 
 
 async def test_keys_are_handled_while_a_fetch_is_stalled(graph: TriageGraph) -> None:
-    with PromStandIn(Reply.stalled(3.0, then=Reply.names([]))) as stalled:
-        app = create_app(graph, live_feed(stalled.url, timeout=2.0), settings=Settings(refresh=3600))
+    # The stall lasts until the test ends it (`stop` releases it and closes the server), so no
+    # timeout races the key presses however slow the machine is.
+    with PromStandIn(Reply.stalled(600.0, then=Reply.names([]))) as stalled:
+        app = create_app(graph, live_feed(stalled.url, timeout=300.0), settings=Settings(refresh=3600))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             fetches = [w for w in app.workers if w.group == "fetch"]
@@ -72,6 +74,7 @@ async def test_keys_are_handled_while_a_fetch_is_stalled(graph: TriageGraph) -> 
             assert type(app.screen).__name__ == "HelpScreen"
             assert fetches[0].is_running  # all of that happened while the fetch was still out
             await pilot.press("escape")
+            stalled.stop()
             await settle(pilot)
             assert app.snapshot is None and app.fetch_error is not None
             assert "FETCH FAILED" in _status(app)
