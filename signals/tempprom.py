@@ -83,13 +83,12 @@ def _escape_label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _format_timestamp(seconds: float) -> str:
-    """Seconds with exactly millisecond precision, the TSDB's resolution.
+def _format_millis(millis: int) -> str:
+    """Integer milliseconds as seconds with exactly millisecond precision, the TSDB's resolution.
 
     Going through integer milliseconds avoids `1760000000.1` being written with float
     noise and landing one millisecond off after promtool multiplies by 1000.
     """
-    millis = round(seconds * 1000)
     whole, frac = divmod(millis, 1000)
     return str(whole) if frac == 0 else f"{whole}.{frac:03d}"
 
@@ -119,7 +118,8 @@ def to_openmetrics(series: Iterable[OpenMetricsSeries]) -> str:
     Raises `ValueError` for an invalid metric or label name, a non-positive step, or
     the same series given twice (it would be rejected as duplicate samples).
     """
-    families: dict[str, list[tuple[int, int, str]]] = {}
+    families: dict[str, list[tuple[npt.NDArray[np.int64], int, list[str]]]] = {}
+    grids: dict[tuple[float, float, int], tuple[npt.NDArray[np.int64], list[str]]] = {}
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for index, (name, labels, values, start, step) in enumerate(series):
         if not _METRIC_NAME.match(name):
@@ -135,18 +135,36 @@ def to_openmetrics(series: Iterable[OpenMetricsSeries]) -> str:
         seen.add(key)
         rendered = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(labels.items()))
         selector = f"{name}{{{rendered}}}" if rendered else name
-        lines = families.setdefault(name, [])
-        for i, value in enumerate(map(float, values)):
-            if math.isnan(value):
-                continue
-            millis = round((start + i * step) * 1000)
-            lines.append(
-                (millis, index, f"{selector} {_format_value(value)} {_format_timestamp(millis / 1000)}")
-            )
+        array = np.asarray(values, dtype=np.float64)
+        grid = grids.get((start, step, len(array)))
+        if grid is None:
+            # The same float64 arithmetic as `round((start + i * step) * 1000)`, a whole grid at once;
+            # the series of one frame share it, so each timestamp is written once.
+            millis = np.rint((start + np.arange(len(array)) * float(step)) * 1000).astype(np.int64)
+            grid = grids[(start, step, len(array))] = (millis, [_format_millis(m) for m in millis.tolist()])
+        gaps = np.isnan(array)
+        if gaps.any():
+            kept = np.flatnonzero(~gaps)
+            millis, stamps = grid[0][kept], [grid[1][k] for k in kept.tolist()]
+            array = array[kept]
+        else:
+            millis, stamps = grid
+        written = list(map(repr, array.tolist()))
+        for k in np.flatnonzero(np.isinf(array)).tolist():
+            written[k] = _format_value(array[k])
+        lines = [f"{selector} {v} {t}" for v, t in zip(written, stamps, strict=True)]
+        families.setdefault(name, []).append((millis, index, lines))
     out: list[str] = []
-    for name, samples in families.items():
+    for name, parts in families.items():
         out.append(f"# TYPE {name} unknown")
-        out.extend(line for _, _, line in sorted(samples))
+        if len(parts) == 1:
+            out.extend(parts[0][2])  # one series: already in time order
+            continue
+        # Every series of the family merged in (timestamp, series order) order.
+        millis = np.concatenate([m for m, _, _ in parts])
+        order = np.concatenate([np.full(len(m), i, dtype=np.int64) for m, i, _ in parts])
+        lines = [line for _, _, part in parts for line in part]
+        out.extend(lines[k] for k in np.lexsort((order, millis)).tolist())
     out.append("# EOF")
     return "\n".join(out) + "\n"
 

@@ -1,4 +1,5 @@
-"""Shared helpers: the bundled knowledge, synthetic frames for the core's unit tests, a real PostgreSQL."""
+"""Shared helpers: the bundled knowledge, synthetic frames for the core's unit tests, a real PostgreSQL,
+and what costs seconds to build, built once per session: the generated corpora and the raw replays."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from triage.core.graph import TriageGraph, build_graph
 from triage.sources import load_playbooks
 
 if TYPE_CHECKING:
+    from metamorphic import GeneratedCorpora
+    from rawreplays import RawReplays
+
     from tools.pgserver import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +29,20 @@ STEP = 15.0
 @pytest.fixture(scope="session")
 def graph() -> TriageGraph:
     return build_graph(load_playbooks(ROOT / "playbooks"))
+
+
+@pytest.fixture(scope="session")
+def generated(graph: TriageGraph) -> GeneratedCorpora:
+    from metamorphic import GeneratedCorpora
+
+    return GeneratedCorpora(graph)
+
+
+@pytest.fixture(scope="session")
+def raw_replays(graph: TriageGraph) -> RawReplays:
+    from rawreplays import RawReplays
+
+    return RawReplays(graph)
 
 
 def frame_of(series: Mapping[str, object], steps: int, step: float = STEP) -> SignalFrame:

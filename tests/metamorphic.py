@@ -22,18 +22,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import multiprocessing
 import re
 import shutil
+import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
-from signals.fixture import Fixture, load_fixture
+from signals.fixture import Expect, Fixture, load_fixture
 from signals.frame import FloatArray, Series, SignalFrame, build_frame
 from signals.timeparse import parse_duration
 from signals.vocabulary import REPLICA_LABEL, SIGNALS
@@ -95,6 +98,8 @@ class Case:
     at: float
     symptom: str
     source: str
+    expect: Expect | None = None
+    """The fixture's own expect block, for the tests that hold a corpus to it."""
 
     @property
     def seed(self) -> int:
@@ -104,7 +109,7 @@ class Case:
 
 def case_of(corpus: str, stem: str, fixture: Fixture, graph: TriageGraph) -> Case:
     symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-    return Case(f"{corpus}/{stem}", fixture.frame, fixture.at, symptom, source)
+    return Case(f"{corpus}/{stem}", fixture.frame, fixture.at, symptom, source, fixture.expect)
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,43 @@ def generate_and_load(task: tuple[str, tuple[str, ...]], fast_yaml: bool = True)
         return [(path.stem, load_fixture(str(path))) for path in sorted(out.glob("*.yaml"))]
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def can_fork() -> bool:
+    """Whether forking is safe here: on Linux, with no other thread that could hold a lock (a
+    server left running by an earlier test) across the fork."""
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
+T = TypeVar("T")
+
+
+class GeneratedCorpora:
+    """The generated corpora, each written, loaded and diagnosed once per session.
+
+    `tests/test_generality.py` holds every incident to its expect block and
+    `tests/test_metamorphic.py` transforms the same incidents; both read them from here
+    (a session fixture of `tests/conftest.py`), so no corpus is written or diagnosed twice.
+    """
+
+    def __init__(self, graph: TriageGraph) -> None:
+        self._graph = graph
+        self._originals: dict[str, list[Original]] = {}
+
+    def originals(
+        self, names: Sequence[str], meanwhile: Callable[[], T]
+    ) -> tuple[dict[str, list[Original]], T]:
+        """The originals of each corpus in `names`, generating the missing ones in two worker
+        processes while `meanwhile` runs here (its result is returned beside them)."""
+        missing = [name for name in names if name not in self._originals]
+        context = multiprocessing.get_context("fork" if can_fork() else "spawn")
+        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+            futures = [(task[0], pool.submit(generate_and_load, task)) for task in generation_tasks(missing)]
+            result = meanwhile()
+            for corpus, future in futures:
+                cases = [case_of(corpus, stem, fixture, self._graph) for stem, fixture in future.result()]
+                self._originals.setdefault(corpus, []).extend(diagnose_case(self._graph, c) for c in cases)
+        return {name: self._originals.get(name, []) for name in names}, result
 
 
 # ------------------------------------------------------------------ helpers over frames

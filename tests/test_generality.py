@@ -13,20 +13,18 @@ only replica, one throttled GPU, chained causes), each beside confounders that l
 `tools/generality.py` varies what the bundled fixtures keep fixed (fleets of 3 to 64
 replicas, moderate magnitudes, more noise, missing optional signals, replicas vanishing
 for unrelated reasons, confounders, auto symptoms); the corpus is generated here rather
-than committed, since it runs to tens of megabytes.
+than committed, since it runs to tens of megabytes. Each corpus is written and diagnosed
+once per session (`tests/conftest.py`'s `generated`), and the metamorphic tests transform
+the same incidents.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from metamorphic import GeneratedCorpora, Original
 
-from signals.fixture import load_fixture
 from tools import generality, generality_field, generality_hard, generality_indep, generality_verdict
-from triage.core.graph import TriageGraph
-from triage.core.walk import diagnose
-from triage.replay import check_expect, fixture_symptom
+from triage.replay import check_expect
 
 WRITERS = {
     "generality": generality,
@@ -48,22 +46,21 @@ skipped: the test fails when one of them starts passing, so the list only shrink
 
 
 @pytest.fixture(scope="module", params=sorted(WRITERS))
-def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    out = tmp_path_factory.mktemp(request.param)
-    assert WRITERS[request.param].main(["--out", str(out)]) == 0
-    return sorted(out.glob("*.yaml"))
+def corpus(request: pytest.FixtureRequest, generated: GeneratedCorpora) -> list[Original]:
+    """The corpus's incidents, each diagnosed (every corpus is written at the first request)."""
+    by_corpus, _ = generated.originals(sorted(WRITERS), lambda: None)
+    return by_corpus[request.param]
 
 
-def test_corpus_replays_to_its_expectations(graph: TriageGraph, corpus: list[Path]) -> None:
+def test_corpus_replays_to_its_expectations(corpus: list[Original]) -> None:
     assert len(corpus) >= 12
     failures = []
-    for path in corpus:
-        fixture = load_fixture(str(path))
-        assert fixture.expect is not None
-        symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-        d = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
-        result = check_expect(d, fixture.expect)
-        if result.passed == (path.name in KNOWN_GAPS):
+    for original in corpus:
+        name = original.case.name.partition("/")[2] + ".yaml"
+        expect = original.case.expect
+        assert expect is not None, name
+        result = check_expect(original.diagnosis, expect)
+        if result.passed == (name in KNOWN_GAPS):
             why = "; ".join(result.problems) or "passes now: take it off KNOWN_GAPS"
-            failures.append(f"{path.name}: {why}")
+            failures.append(f"{name}: {why}")
     assert not failures, "\n".join(failures)

@@ -4,8 +4,9 @@ effect on the answer is known (`tests/metamorphic.py`), must keep or move its an
 Each relation is one test over the whole set, asserting a 100% rate on the incidents it applies
 to and listing every incident that broke with its answer before and after; the rates are printed
 as a table at the end of the run. The set is built once per session: the bundled fixtures (the
-`level: raw` ones replayed through a temporary Prometheus, as tests/test_raw_fixtures.py does,
-once each), and the generated corpora written in two worker processes meanwhile.
+`level: raw` ones replayed through a temporary Prometheus, the very replays
+tests/test_raw_fixtures.py checks: tests/rawreplays.py), and the generated corpora written in
+two worker processes meanwhile, which tests/test_generality.py reads too.
 `METAMORPHIC_CORPORA=fixtures,generality_hard` narrows the set while iterating.
 
 Below them, unit tests of the transformations themselves on small frames and on a bundled one.
@@ -18,8 +19,6 @@ import multiprocessing
 import os
 import re
 import shutil
-import sys
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from metamorphic import (
     SHIFT,
     TENANT,
     Case,
+    GeneratedCorpora,
     Original,
     Probe,
     Relation,
@@ -47,12 +47,11 @@ from metamorphic import (
     blinking_flag,
     breach_removed,
     breached_before,
+    can_fork,
     case_of,
     diagnose_case,
     evidence_ended,
     first_event,
-    generate_and_load,
-    generation_tasks,
     healthy_until,
     history_earlier,
     history_later,
@@ -73,6 +72,7 @@ from metamorphic import (
     vanished_replicas,
 )
 from promserver import require_prometheus_binaries
+from rawreplays import RawReplays
 
 from signals.fixture import load_fixture
 from signals.frame import FloatArray, Series, SignalFrame, labels_of
@@ -111,63 +111,52 @@ def _selected() -> tuple[list[str], bool]:
     return chosen, True
 
 
-def _can_fork() -> bool:
-    """Whether forking is safe here: on Linux, with no other thread that could hold a lock (a
-    server left running by an earlier test) across the fork."""
-    return sys.platform == "linux" and threading.active_count() == 1
-
-
 def _prometheus_missing() -> str | None:
     missing = [name for name in ("prometheus", "promtool") if shutil.which(name) is None]
     return f"{' and '.join(missing)} not on PATH" if missing else None
 
 
-def _bundled_cases(graph: TriageGraph) -> tuple[list[Case], str | None]:
-    from signals.catalog import load_catalog
-    from signals.rawreplay import replay_raw
-
+def _bundled_cases(graph: TriageGraph, raw_replays: RawReplays) -> tuple[list[Case], str | None]:
     missing = _prometheus_missing()
-    catalog = load_catalog()
     cases = []
     for path in BUNDLED:
         fixture = load_fixture(str(path))
         if fixture.level == "raw":
             if missing:
                 continue
-            fixture, _ = replay_raw(fixture, catalog)
+            fixture = raw_replays.get("prometheus", path).signals
         cases.append(case_of("fixtures", path.stem, fixture, graph))
     left_out = f"{len(RAW)} raw fixtures left out: {missing}" if missing and RAW else None
     return cases, left_out
 
 
 @pytest.fixture(scope="session")
-def suite(graph: TriageGraph) -> Suite:
+def suite(graph: TriageGraph, generated: GeneratedCorpora, raw_replays: RawReplays) -> Suite:
     """Load (and replay, and generate) every incident once, and diagnose each once."""
     selected, narrowed = _selected()
     corpora = available_corpora(c for c in CORPORA if c in selected)
-    tasks = generation_tasks(corpora)
-    context = multiprocessing.get_context("fork" if _can_fork() else "spawn")
-    cases: list[Case] = []
-    counts: dict[str, int] = {}
+    bundled: list[Case] = []
     left_out = None
-    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        futures = [(task[0], pool.submit(generate_and_load, task)) for task in tasks]
+
+    def replay_bundled() -> None:
+        nonlocal bundled, left_out
         if "fixtures" in selected:
-            bundled, left_out = _bundled_cases(graph)
-            cases += bundled
-            counts["fixtures"] = len(bundled)
-        for corpus, future in futures:
-            loaded = future.result()
-            cases += [case_of(corpus, stem, fixture, graph) for stem, fixture in loaded]
-            counts[corpus] = counts.get(corpus, 0) + len(loaded)
-    return Suite([diagnose_case(graph, c) for c in cases], counts, left_out, narrowed)
+            bundled, left_out = _bundled_cases(graph, raw_replays)
+
+    by_corpus, _ = generated.originals(corpora, replay_bundled)
+    counts = {"fixtures": len(bundled)} if "fixtures" in selected else {}
+    originals = [diagnose_case(graph, c) for c in bundled]
+    for corpus, loaded in by_corpus.items():
+        originals += loaded
+        counts[corpus] = len(loaded)
+    return Suite(originals, counts, left_out, narrowed)
 
 
 @pytest.fixture(scope="session")
 def workers(suite: Suite, graph: TriageGraph) -> Iterator[ProcessPoolExecutor | None]:
     """Two workers forked once the set is loaded, so each relation's diagnoses run on both cores
     (sequentially where processes cannot be forked safely)."""
-    if not _can_fork():
+    if not can_fork():
         yield None
         return
     share(suite.originals, graph)

@@ -25,27 +25,23 @@ under CI=true).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
+from rawreplays import RawReplays, Replayed
 from stackexports import TGI, TRITON, TRTLLM
-from vmserver import ENGINES, require_engine, temporary_engine
+from vmserver import ENGINES
 
-from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
-from signals.live import FetchReport
-from signals.rawreplay import names_a_fleet, replay_raw
+from signals.rawreplay import names_a_fleet
 from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
 from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
-from triage.sources import load_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))
@@ -178,40 +174,10 @@ def twin_path(path: Path) -> Path | None:
     return twin if twin.exists() else None
 
 
-@dataclass(frozen=True)
-class Replayed:
-    raw: Fixture
-    signals: Fixture
-    report: FetchReport
-    diagnosis: Diagnosis
-    seconds: float
-
-
 @pytest.fixture(scope="module")
-def triage_graph() -> TriageGraph:
-    return load_graph()
-
-
-@pytest.fixture(scope="module")
-def replayed(triage_graph: TriageGraph) -> Callable[[str, Path], Replayed]:
-    """Replay and diagnose each raw fixture once per engine for all the tests of this module."""
-    cache: dict[tuple[str, Path], Replayed] = {}
-    catalog = load_catalog()
-
-    def get(engine: str, path: Path) -> Replayed:
-        require_engine(engine)
-        if (engine, path) not in cache:
-            raw = load_fixture(str(path))
-            assert raw.level == "raw"
-            started = time.monotonic()
-            signals, report = replay_raw(raw, catalog, server=partial(temporary_engine, engine))
-            seconds = time.monotonic() - started
-            symptom, source = fixture_symptom(signals, None, triage_graph.knowledge)
-            diagnosis = diagnose(triage_graph, signals.frame, symptom, signals.at, source=source)
-            cache[engine, path] = Replayed(raw, signals, report, diagnosis, seconds)
-        return cache[engine, path]
-
-    return get
+def replayed(raw_replays: RawReplays) -> Callable[[str, Path], Replayed]:
+    """Each raw fixture replayed and diagnosed once per engine (for the session: tests/rawreplays.py)."""
+    return raw_replays.get
 
 
 def diagnose_twin(graph: TriageGraph, twin: Fixture) -> Diagnosis:
@@ -291,15 +257,13 @@ def test_raw_series_are_what_exporters_expose(path: Path) -> None:
 
 @pytest.mark.parametrize(("engine", "path"), CASES)
 def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
-    engine: str, path: Path, triage_graph: TriageGraph, replayed: Callable[[str, Path], Replayed]
+    engine: str, path: Path, graph: TriageGraph, replayed: Callable[[str, Path], Replayed]
 ) -> None:
     result = replayed(engine, path)
     assert result.report.problems() == {}, result.report.problems()
     assert result.signals.expect is not None
     expect = result.signals.expect
-    undefined = [
-        c for c in (expect.cause, *expect.also) if c is not None and c not in triage_graph.knowledge.causes
-    ]
+    undefined = [c for c in (expect.cause, *expect.also) if c is not None and c not in graph.knowledge.causes]
     assert not undefined, f"{path.name} expects {undefined}: no playbook defines that cause yet"
     check = check_expect(result.diagnosis, result.signals.expect)
     assert check.passed, (check.problems, [(c.cause, c.score) for c in result.diagnosis.causes])
@@ -307,7 +271,7 @@ def test_raw_fixture_replays_to_its_expectation_and_its_twins_cause(
     if twin is None:
         return
     twin_fixture = load_fixture(str(twin))
-    twin_diagnosis = diagnose_twin(triage_graph, twin_fixture)
+    twin_diagnosis = diagnose_twin(graph, twin_fixture)
     assert check_expect(twin_diagnosis, twin_fixture.expect).passed  # type: ignore[arg-type]
     raw_top = result.diagnosis.causes[0].cause if result.diagnosis.causes else None
     twin_top = twin_diagnosis.causes[0].cause if twin_diagnosis.causes else None
