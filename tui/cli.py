@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from triage.cli import main as core
-from triage.cli.sourceoptions import add_prometheus_options
+from triage.inputs.options import add_playbook_option, add_prometheus_options
 
 EPILOG = """\
 examples:
@@ -64,7 +64,7 @@ def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="colours for a dark or a light terminal (default dark; ctrl+p switches on screen)",
     )
     add_prometheus_options(p)
-    core.add_playbook_option(p)
+    add_playbook_option(p)
 
 
 TUI = core.Extension("tui", add_tui_parser, "tui.launch:run_tui")

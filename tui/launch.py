@@ -15,16 +15,16 @@ from typing import TextIO
 from signals.catalog import Catalog, load_catalog
 from signals.fixture import Fixture
 from signals.timeparse import format_duration
-from triage.cli.common import EXIT_OK, EXIT_UNAVAILABLE, SourceArgError, UsageError
-from triage.cli.handlers.inputs import (
+from triage.core.graph import TriageGraph
+from triage.core.model import AUTO
+from triage.inputs.arguments import (
     duration_arg,
     graph_from_args,
     load_checked_fixture,
     read_secret,
     symptom_arg,
 )
-from triage.core.graph import TriageGraph
-from triage.core.model import AUTO
+from triage.inputs.errors import EXIT_OK, EXIT_UNAVAILABLE, SourceArgError, UsageError
 from triage.replay import fixture_symptom
 from triage.rules import Slo, load_slo
 from tui.app import TriageApp

@@ -19,9 +19,9 @@ from signals.fleets.inventory import fetch_inventory
 from signals.fleets.scope import scoped_options
 from signals.live import fetch_frame
 from signals.prometheus import PrometheusSource
-from triage.cli.common import SourceArgError
-from triage.cli.handlers.inputs import duration_arg
-from triage.cli.handlers.sourceargs import catalog, fleet_labels, prometheus_source, query_options
+from triage.inputs.arguments import duration_arg
+from triage.inputs.errors import SourceArgError
+from triage.inputs.sources import catalog, fleet_labels, prometheus_source, query_options
 from tui.feeds import Snapshot
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from triage.cli import common, sourceoptions
+from triage.cli import common
+from triage.inputs import options as sourceoptions
 
 CAPACITY_EXAMPLE: Final = """\
 # triage capacity --config FILE: every key but model and gpu is optional.

@@ -1,4 +1,5 @@
-"""What every `triage` command shares: exit codes, usage errors, and the command record.
+"""What every `triage` command shares: exit codes, usage errors (both from `triage.inputs`, which
+the TUI reads too), and the command record.
 
 This module and every command's own module (its arguments and help) are what each start
 of `triage` imports, so they use the standard library only: `triage --help` and each
@@ -20,20 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeAlias
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
-EXIT_INTERNAL = 70
-EXIT_INTERRUPTED = 130
-
-
-class UsageError(Exception):
-    """A command-line value that cannot be used; printed as one line, exit 2."""
-
-
-class SourceArgError(Exception):
-    """A live-source option that cannot be used; the CLI prints it and exits 2."""
+from triage.inputs.errors import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    SourceArgError,
+    UsageError,
+)
+from triage.inputs.options import add_playbook_option
 
 
 class MissingSubcommand(Exception):
@@ -84,16 +82,6 @@ class Command:
         return self.load()(args, out)
 
 
-def add_playbook_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--playbooks",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="playbook folder (default: $TRIAGE_PLAYBOOKS, ./playbooks, or the bundled one)",
-    )
-
-
 def use_color(stream: TextIO) -> bool:
     """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
     if os.environ.get("NO_COLOR"):
@@ -109,3 +97,22 @@ def write_output(path: str, text: str, flag: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{flag} {path}: {exc.strerror}") from None
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "Command",
+    "Handler",
+    "MissingSubcommand",
+    "SourceArgError",
+    "Subparsers",
+    "UsageError",
+    "add_playbook_option",
+    "use_color",
+    "write_output",
+]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from triage.cli import common, sourceoptions
+from triage.cli import common
+from triage.inputs import options as sourceoptions
 
 TOOLS = (
     ("fleets", "the fleets the server's Prometheus holds (as `triage fleets --format json`)"),

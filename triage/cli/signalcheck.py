@@ -5,7 +5,8 @@ Its arguments and help; what it runs is `triage.cli.handlers.signalcheck`.
 
 from __future__ import annotations
 
-from triage.cli import common, sourceoptions
+from triage.cli import common
+from triage.inputs import options as sourceoptions
 
 
 def add_parser(sub: common.Subparsers) -> None:

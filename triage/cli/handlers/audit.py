@@ -13,7 +13,8 @@ from typing import TextIO
 from signals.errors import SignalError
 from triage.audit import AuditReport, AuditSettings, render_audit, run_audit
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 from triage.rules import load_slo
 
 

@@ -20,8 +20,8 @@ from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
 from triage.cli import common
-from triage.cli.handlers import sourceargs
-from triage.cli.handlers.inputs import duration_arg, live_moment
+from triage.inputs import sources as sourceargs
+from triage.inputs.arguments import duration_arg, live_moment
 
 
 def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:

@@ -17,8 +17,9 @@ from signals.fixturefleet import FixtureFleet
 from signals.live import fetch_frame
 from signals.timeparse import format_duration, format_instant
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
 from triage.core.model import AUTO
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 from triage.sources import load_playbooks
 
 

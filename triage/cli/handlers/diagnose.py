@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from signals.timeparse import format_instant, parse_duration, parse_instant
 from triage.cli import common
-from triage.cli.handlers import inputs
 from triage.cli.handlers.alertfile import read_alert
 from triage.core.escape import printable
 from triage.core.model import Diagnosis
 from triage.core.walk import diagnose, symptom_from_alert
+from triage.inputs import arguments as inputs
 
 if TYPE_CHECKING:
     from signals.fixture import Fixture

@@ -14,13 +14,14 @@ from signals.fleets import Fleet
 from signals.fleets.scope import scoped_options
 from signals.live import fetch_frame
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
 from triage.cli.handlers.alertfile import AlertStart
 from triage.cli.handlers.diagnose import FleetDiagnoses
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO, Diagnosis
 from triage.core.reads import replica_reads
 from triage.core.walk import diagnose
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 
 
 def diagnose_live(

@@ -19,8 +19,9 @@ from signals.fleets import Fleet, FleetMap
 from signals.fleets.scope import scoped_options
 from signals.live import engine_names_of
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
 from triage.core.escape import printable
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 
 BLIND_WITHOUT = {
     "gpu": "GPUs",

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from signals.fixture import Fixture
 from signals.timeparse import format_duration, format_instant, parse_duration
 from triage.cli import common
-from triage.cli.handlers import inputs
+from triage.inputs import arguments as inputs
 from triage.replay import Step, TimelineSummary, fixture_symptom, summarise, timeline
 
 

@@ -19,9 +19,10 @@ from signals.live import fetch_frame
 from signals.timeparse import format_duration
 from signals.yamldoc import parse_yaml
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
 from triage.core.model import AUTO
 from triage.core.playbook import Knowledge
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 from triage.report.report import build_report, render_report
 
 

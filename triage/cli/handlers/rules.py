@@ -19,7 +19,7 @@ from typing import TextIO
 
 from signals.catalog import load_catalog
 from triage.cli import common
-from triage.cli.handlers import sourceargs
+from triage.inputs import sources as sourceargs
 from triage.rules import load_slo
 from triage.rules.operator import (
     DEFAULT_NAME,

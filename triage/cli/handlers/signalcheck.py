@@ -18,10 +18,11 @@ from signals.fleets import Fleet
 from signals.fleets.scope import scoped_options
 from signals.live import engine_names
 from triage.cli import common
-from triage.cli.handlers import inputs, sourceargs
 from triage.cli.handlers.fleets import blind_for
 from triage.core.escape import printable
 from triage.core.playbook import AnyOf, Knowledge
+from triage.inputs import arguments as inputs
+from triage.inputs import sources as sourceargs
 from triage.sources import load_playbooks
 
 

@@ -18,8 +18,8 @@ from typing import TextIO
 
 from signals.errors import InputError, InputErrors, SignalError
 from triage.cli import common
-from triage.cli.handlers import inputs
 from triage.core.walk import diagnose
+from triage.inputs import arguments as inputs
 from triage.replay import check_expect, fixture_symptom
 from triage.report.scorecard import (
     FixtureOutcome,

@@ -1,4 +1,4 @@
-"""Reading the live Prometheus options (`triage.cli.sourceoptions`) into a source, a catalog,
+"""Reading the live Prometheus options (`triage.inputs.options`) into a source, a catalog,
 query options and the fleets to diagnose, as every live command does.
 
 Secrets come from flags, files or the environment (`TRIAGE_PROMETHEUS_TOKEN`), never
@@ -16,9 +16,9 @@ from signals.fleets import Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
 from signals.fleets.scope import scoped_options
 from signals.prometheus import PrometheusSource
-from triage.cli.common import SourceArgError
-from triage.cli.handlers.inputs import read_secret
-from triage.cli.sourceoptions import TOKEN_ENV
+from triage.inputs.arguments import read_secret
+from triage.inputs.errors import SourceArgError
+from triage.inputs.options import TOKEN_ENV
 
 
 def prometheus_source(args: argparse.Namespace) -> PrometheusSource:

@@ -18,7 +18,7 @@ from signals import secret
 from signals.errors import InputError, InputErrors
 from signals.timeparse import parse_duration, parse_instant
 from signals.vocabulary import suggest
-from triage.cli.common import SourceArgError, UsageError
+from triage.inputs.errors import SourceArgError, UsageError
 
 if TYPE_CHECKING:
     from signals.fixture import Fixture

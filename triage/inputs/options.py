@@ -1,7 +1,8 @@
-"""Command-line options for a live Prometheus source, shared by every live command.
+"""Options for a live Prometheus source, shared by every live command and the TUI, and the
+playbooks option.
 
-Only the options: reading them into a source is `triage.cli.handlers.sourceargs`, which
-the commands import when they run. Secrets come from flags, files or the environment
+Only the options: reading them into a source is `triage.inputs.sources`, which the
+commands import when they run. Secrets come from flags, files or the environment
 (`TRIAGE_PROMETHEUS_TOKEN`), never echoed back; a file is preferred because flags show
 up in `ps`.
 """
@@ -9,6 +10,7 @@ up in `ps`.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from signals.vocabulary import DEFAULT_FLEET_LABELS, DEFAULT_MAX_SERIES
 
@@ -78,4 +80,14 @@ def add_prometheus_options(parser: argparse.ArgumentParser, required: bool = Fal
         action="store_true",
         help="ask for gzip replies: fewer bytes across a slow link, more Prometheus CPU "
         "(replies are uncompressed by default)",
+    )
+
+
+def add_playbook_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--playbooks",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="playbook folder (default: $TRIAGE_PLAYBOOKS, ./playbooks, or the bundled one)",
     )
