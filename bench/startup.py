@@ -40,14 +40,13 @@ FIXTURES = (
 def help_cases() -> list[list[str]]:
     """The arguments of every help a user can ask for, read from the parser itself."""
     from triage.cli.main import build_parser
-    from tui.cli import TUI
 
     def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         return dict(found[0].choices) if found else {}
 
     cases = [["--help"]]
-    for name, parser in commands(build_parser((TUI,))).items():
+    for name, parser in commands(build_parser()).items():
         cases.append([name, "--help"])
         cases.extend([name, inner, "--help"] for inner in commands(parser))
     return cases

@@ -36,15 +36,15 @@ PAINT_TARGET = 1.0
 PAINT_CHILD = r"""
 import asyncio, json, sys, time
 from triage.cli import main as core
-from tui.cli import TUI, prepare_process
+from triage.cli.tui import COMMAND as TUI
 
-prepare_process()  # as the console script does before any command loads
+core.prepare_process()  # as the console script does before any command loads
 TUI.load()  # the handler's module, imported as `triage tui` imports it
 from tui.launch import build_from_args
 from tui.pilot import settle
 
 async def main():
-    args = core.build_parser((TUI,)).parse_args(["tui", "--fixture", sys.argv[1]])
+    args = core.build_parser().parse_args(["tui", "--fixture", sys.argv[1]])
     app = build_from_args(args)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)

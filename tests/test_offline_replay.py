@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tui.cli import main
+from triage.cli.main import main
 
 FIXTURE = "fixtures/replica-down-queue-growth.yaml"
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from triage.cli.main import build_parser
-from tui.cli import TUI
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = "100"
@@ -73,7 +72,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def _help_cases() -> dict[str, tuple[list[str], argparse.ArgumentParser]]:
     """Every help a user can ask for: the top level, each command, each command of a group."""
-    top = build_parser((TUI,))
+    top = build_parser()
     cases = {"triage --help": (["--help"], top)}
     for name, parser in _subparsers(top).items():
         cases[f"triage {name} --help"] = ([name, "--help"], parser)
@@ -111,7 +110,7 @@ def test_help_imports_no_heavy_library_and_is_whole(case: str, monkeypatch: pyte
     monkeypatch.setenv("COLUMNS", COLUMNS)
     argv, parser = CASES[case]
     data = _run_help(argv)
-    assert data["entry"] == "tui.cli:main"
+    assert data["entry"] == "triage.cli.main:main"
     assert data["code"] == 0
     modules = data["modules"]
     assert isinstance(modules, list)

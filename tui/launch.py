@@ -2,7 +2,7 @@
 
 `create_app` is the one factory: the CLI and the tests build the app the same way,
 with the knowledge, the SLO red lines and the feed injected. The arguments are declared
-in `tui.cli`, which imports this module only when `triage tui` runs; a live screen's
+in `triage.cli.tui`, and the command line imports this module only when `triage tui` runs; a live screen's
 feed is built by `tui.livefeed`, imported only for one.
 """
 
@@ -28,7 +28,6 @@ from triage.inputs.errors import EXIT_OK, EXIT_UNAVAILABLE, SourceArgError, Usag
 from triage.replay import fixture_symptom
 from triage.rules import Slo, load_slo
 from tui.app import TriageApp
-from tui.cli import THEMES
 from tui.feeds import Feed, FixtureFeed
 from tui.settings import Settings
 
@@ -77,7 +76,7 @@ def build_from_args(args: argparse.Namespace) -> TriageApp:
         service_token=read_secret(args.service_token_file, "service-token-file")
         if args.service_token_file
         else None,
-        theme=THEMES[args.theme],
+        theme=f"textual-{args.theme}",
     )
     slo = load_slo(args.slo)
     if args.fixture:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.cli import EPILOG, main
+from triage.cli.main import main
+from triage.cli.tui import EPILOG
 
 KV = "fixtures/kv-pressure-long-context.yaml"
 

@@ -23,9 +23,10 @@ from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import load_fixture
 from signals.fleets import Fleet, FleetMap
 from signals.prometheus import PrometheusSource
+from triage.cli.main import main
+from triage.cli.tui import add_tui_parser
 from triage.core.graph import TriageGraph
 from tui.app import Settings, TriageApp
-from tui.cli import add_tui_parser, main
 from tui.feeds import FixtureFeed, Snapshot
 from tui.fleets import ALL, FleetScreen
 from tui.launch import build_from_args, create_app

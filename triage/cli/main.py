@@ -6,8 +6,8 @@ code 2; nothing reaches the user as a traceback (set TRIAGE_DEBUG=1 to see one).
 
 Building the parser imports only the light modules (`common` and each command's module,
 argparse and the standard library); a command's handler, with what it needs, is imported
-when that command runs. The layer above (the TUI's console script) builds its own command
-from the pieces re-exported here, which are as light.
+when that command runs. `triage tui` is one of them: its handler is the TUI's, which
+imports nothing of the command line.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from triage.cli import (
     serve,
     signalcheck,
     testrun,
+    tui,
 )
 from triage.cli.common import (
     EXIT_INTERNAL,
@@ -51,12 +52,12 @@ from triage.cli.common import (
 __all__ = [
     "EXIT_OK",
     "EXIT_UNAVAILABLE",
-    "Extension",
     "SourceArgError",
     "UsageError",
     "add_playbook_option",
     "build_parser",
     "main",
+    "prepare_process",
 ]
 
 EPILOG = """\
@@ -73,14 +74,6 @@ exit codes: 0 diagnosis made (also when no cause is found), 1 tests or checks fa
 """
 
 
-class Extension(Command):
-    """A subcommand from a layer above the core (the TUI), which the core may not import.
-
-    The console script lives in that layer and hands its extensions to `main`, so the
-    imports keep pointing one way while `triage --help` lists every command.
-    """
-
-
 COMMANDS: tuple[Command, ...] = (
     diagnose.COMMAND,
     replay.COMMAND,
@@ -95,11 +88,12 @@ COMMANDS: tuple[Command, ...] = (
     playbooks.COMMAND,
     serve.COMMAND,
     mcp.COMMAND,
+    tui.COMMAND,
 )
-"""The core's commands, in the order `triage --help` lists them."""
+"""The commands, in the order `triage --help` lists them."""
 
 
-def build_parser(extensions: Sequence[Extension] = ()) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="triage",
         description="Incident triage for LLM inference services: walk from the symptom to ranked causes, "
@@ -109,17 +103,29 @@ def build_parser(extensions: Sequence[Extension] = ()) -> argparse.ArgumentParse
     )
     parser.add_argument("--version", action="version", version=f"llm-triage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (*COMMANDS, *extensions):
+    for command in COMMANDS:
         command.add(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, extensions: Sequence[Extension] = ()) -> int:
-    parser = build_parser(extensions)
+def prepare_process() -> None:
+    """What a start settles before any command loads its libraries.
+
+    numpy's OpenBLAS starts a pool of threads as numpy loads, tens of milliseconds of every
+    start on a busy 2-core machine, for linear algebra this tool never does: one thread,
+    unless the environment already says how many.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `triage` console script."""
+    prepare_process()
+    parser = build_parser()
     args = parser.parse_args(argv)
     out = sys.stdout
     try:
-        for command in (*extensions, *COMMANDS):
+        for command in COMMANDS:
             if args.command == command.name:
                 return command.run(args, out)
     except MissingSubcommand:

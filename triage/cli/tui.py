@@ -1,20 +1,15 @@
-"""`triage tui`, and the console script that adds it to the core's commands.
+"""`triage tui`: its arguments and help (standard library only); `tui.launch` runs it.
 
-The core's CLI may not import the TUI, so the `triage` console script starts here: it
-runs `triage.cli.main` with the `tui` subcommand handed in. This module builds the
-`tui` parser with argparse alone; the app, Textual and what a replay or a live view
-needs are `tui.launch`, imported when `triage tui` runs, so every other command (and
-every `--help`) starts without them.
+The command line names the handler and imports it only when `triage tui` runs, as every
+command's; the TUI itself imports nothing of the command line, its inputs come from
+`triage.inputs`, below both.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Sequence
 
-from triage.cli import main as core
+from triage.cli import common
 from triage.inputs.options import add_playbook_option, add_prometheus_options
 
 EPILOG = """\
@@ -31,7 +26,8 @@ NO_COLOR=1 turns colour off.
 """
 
 
-THEMES = {"dark": "textual-dark", "light": "textual-light"}
+THEMES = ("dark", "light")
+"""The colour themes; the TUI runs Textual's theme of the same name (`textual-dark`, ...)."""
 
 
 def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +55,7 @@ def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--slo", metavar="FILE", help="SLO file for the red lines (default: the bundled one)")
     p.add_argument(
         "--theme",
-        choices=sorted(THEMES),
+        choices=THEMES,
         default="dark",
         help="colours for a dark or a light terminal (default dark; ctrl+p switches on screen)",
     )
@@ -67,24 +63,4 @@ def add_tui_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     add_playbook_option(p)
 
 
-TUI = core.Extension("tui", add_tui_parser, "tui.launch:run_tui")
-
-
-def prepare_process() -> None:
-    """What the console script settles before any command loads its libraries.
-
-    numpy's OpenBLAS starts a pool of threads as numpy loads, tens of milliseconds of every
-    start on a busy 2-core machine, for linear algebra this tool never does: one thread,
-    unless the environment already says how many.
-    """
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The `triage` console script: the core's commands plus `tui`."""
-    prepare_process()
-    return core.main(argv, extensions=(TUI,))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+COMMAND = common.Command("tui", add_tui_parser, "tui.launch:run_tui")
