@@ -5,8 +5,9 @@ it reads them with a real PromQL parser (PyPI `promql-parser`, a binding of the 
 parser that follows Prometheus 2.45) rather than a scanner: a metric-like word inside
 a string, a comment, `NaN`, a `{__name__="..."}` matcher, a subquery or an `on(...)`
 clause are each what the grammar says they are. This module is the audit's seam:
-nothing else in the audit imports `promql_parser` (the rules have their own, which
-writes queries), and its errors become `PromQLError` here.
+nothing else in the audit imports `promql_parser`, and its errors become `PromQLError`
+here. It prints with the rules' printer (`triage.rules.promql.node_text`), the project's one
+PromQL printer, adding only the expansion of recorded names.
 
 Recording rules are expanded by walking: a selector that names a recorded series
 stands for the expressions that record it (every one, when several rules record the
@@ -17,34 +18,25 @@ being expanded. The walk itself visits both the recorded name and what it reads.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Final
 
 import promql_parser
 from promql_parser import (
-    AggModifierType,
     AggregateExpr,
-    AtModifier,
-    AtModifierType,
     BinaryExpr,
     Call,
     Expr,
-    LabelModifierType,
-    Matcher,
     MatchOp,
     MatrixSelector,
     NumberLiteral,
     ParenExpr,
-    StringLiteral,
-    SubqueryExpr,
-    UnaryExpr,
-    VectorMatchCardinality,
     VectorSelector,
 )
+
+from triage.rules.promql import duration_text, node_text, syntax_children
 
 MAX_DEPTH: Final = 8
 """How many recording rules deep an alert is expanded (a chain longer than this is cut)."""
@@ -141,20 +133,6 @@ class Node:
     seen: frozenset[str] = frozenset()
 
 
-def _syntax_children(expr: Expr) -> list[Expr]:
-    if isinstance(expr, AggregateExpr):
-        return [c for c in (expr.param, expr.expr) if isinstance(c, Expr)]
-    if isinstance(expr, BinaryExpr):
-        return [expr.lhs, expr.rhs]
-    if isinstance(expr, ParenExpr | UnaryExpr | SubqueryExpr):
-        return [expr.expr]
-    if isinstance(expr, Call):
-        return [a for a in expr.args if isinstance(a, Expr)]
-    if isinstance(expr, MatrixSelector):
-        return [expr.vector_selector]
-    return []
-
-
 def expansions(node: Node, recordings: Recordings) -> list[tuple[str, Sequence[Expr]]]:
     """(recorded name, its expressions) for each recorded name this selector node stands for."""
     if node.depth >= MAX_DEPTH or not isinstance(node.expr, VectorSelector | MatrixSelector):
@@ -171,7 +149,7 @@ def children(node: Node, recordings: Recordings) -> list[Node]:
     expanded = expansions(node, recordings)
     if expanded:
         return [Node(expr, node.depth + 1, node.seen | {name}) for name, exprs in expanded for expr in exprs]
-    return [Node(c, node.depth, node.seen) for c in _syntax_children(node.expr)]
+    return [Node(c, node.depth, node.seen) for c in syntax_children(node.expr)]
 
 
 def walk(node: Node, recordings: Recordings) -> Iterator[Node]:
@@ -266,94 +244,13 @@ def render(node: Node, recordings: Recordings) -> str:
 
 
 def _text(node: Node, sub: list[str], expanded: bool) -> str:
-    """One node as PromQL, given its operands' text (for a recorded name: the expressions recording it)."""
+    """One node as PromQL, given its operands' text (for a recorded name: the expressions recording
+    it); everything but the expansion is the rules' printer (`triage.rules.promql.node_text`)."""
     expr = node.expr
-    if expanded:
-        text = "(" + " or ".join(f"({s})" for s in sub) + ")" if len(sub) > 1 else f"({sub[0]})"
-        return f"{text}[{_duration(expr.range)}:]" if isinstance(expr, MatrixSelector) else text
-    if isinstance(expr, ParenExpr):
-        return f"({sub[0]})"
-    if isinstance(expr, UnaryExpr):
-        return f"-{sub[0]}"
-    if isinstance(expr, Call):
-        return f"{expr.func.name}({', '.join(sub)})"
-    if isinstance(expr, AggregateExpr):
-        grouping = ""
-        if expr.modifier is not None:
-            word = "by" if expr.modifier.type == AggModifierType.By else "without"
-            grouping = f" {word} ({', '.join(expr.modifier.labels)})"
-        return f"{expr.op}{grouping} ({', '.join(sub)})"
-    if isinstance(expr, BinaryExpr):
-        return f"{sub[0]} {expr.op}{_matching(expr)} {sub[1]}"
-    if isinstance(expr, SubqueryExpr):
-        step = _duration(expr.step) if expr.step is not None else ""
-        range_ = _duration(expr.range) if expr.range is not None else ""
-        return f"{sub[0]}[{range_}:{step}]{_at(expr.at)}{_offset(expr.offset)}"
-    if isinstance(expr, VectorSelector):
-        return _selector(expr, "")
-    if isinstance(expr, MatrixSelector):
-        return _selector(expr.vector_selector, f"[{_duration(expr.range)}]")
-    if isinstance(expr, StringLiteral):
-        return _quote(expr.val)
-    return str(expr)
-
-
-_MATCH_OPS: Final = (
-    (MatchOp.Equal, "="),
-    (MatchOp.NotEqual, "!="),
-    (MatchOp.Re, "=~"),
-    (MatchOp.NotRe, "!~"),
-)
-
-
-def _quote(value: str) -> str:
-    """A PromQL double-quoted string (Go escapes; the parser's own printer leaves values unescaped)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _selector(node: VectorSelector, range_: str) -> str:
-    def matcher(m: Matcher) -> str:
-        op = next(text for match, text in _MATCH_OPS if m.op == match)
-        return f"{m.name}{op}{_quote(m.value)}"
-
-    groups = [g for g in (node.matchers.matchers, *node.matchers.or_matchers) if g]
-    matchers = " or ".join(",".join(matcher(m) for m in group) for group in groups)
-    return f"{node.name or ''}{{{matchers}}}{range_}{_at(node.at)}{_offset(node.offset)}"
-
-
-def _matching(expr: BinaryExpr) -> str:
-    modifier = expr.modifier
-    if modifier is None:
-        return ""
-    text = " bool" if modifier.return_bool else ""
-    if modifier.matching is not None:
-        word = "on" if modifier.matching.type == LabelModifierType.Include else "ignoring"
-        text += f" {word} ({', '.join(modifier.matching.labels)})"
-    sides = ((VectorMatchCardinality.ManyToOne, "left"), (VectorMatchCardinality.OneToMany, "right"))
-    for card, side in sides:
-        if modifier.card == card:
-            text += f" group_{side} ({', '.join(modifier.group_labels or ())})"
-    return text
-
-
-def _duration(value: timedelta) -> str:
-    if value < timedelta(0):
-        return "-" + promql_parser.display_duration(-value)
-    return promql_parser.display_duration(value)
-
-
-def _offset(value: timedelta | None) -> str:
-    return "" if value is None else f" offset {_duration(value)}"
-
-
-def _at(value: AtModifier | None) -> str:
-    if value is None:
-        return ""
-    if value.type == AtModifierType.Start:
-        return " @ start()"
-    if value.type == AtModifierType.End:
-        return " @ end()"
-    return f" @ {value.at.timestamp():.3f}" if value.at is not None else ""
+    if not expanded:
+        return node_text(expr, sub)
+    text = "(" + " or ".join(f"({s})" for s in sub) + ")" if len(sub) > 1 else f"({sub[0]})"
+    return f"{text}[{duration_text(expr.range)}:]" if isinstance(expr, MatrixSelector) else text
 
 
 __all__ = [

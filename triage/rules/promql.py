@@ -22,6 +22,7 @@ reaches a rule file. Nothing else in the rules imports `promql_parser`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -69,19 +70,19 @@ class _Rewrite:
 
 
 def quote(value: str) -> str:
-    """A PromQL string literal: backslashes, quotes and newlines escaped."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    """A PromQL string literal: Go escapes, so backslashes, quotes and control characters survive."""
+    return json.dumps(value, ensure_ascii=False)
 
 
-def _duration(delta: timedelta) -> str:
+def duration_text(delta: timedelta) -> str:
+    """A duration as PromQL writes it (`5m`, `1h30m`), negative ones with a sign."""
     if delta < timedelta(0):
         return "-" + str(promql_parser.display_duration(-delta))
     return str(promql_parser.display_duration(delta))
 
 
 def _modifiers(offset: timedelta | None, at: AtModifier | None) -> str:
-    out = f" offset {_duration(offset)}" if offset else ""
+    out = f" offset {duration_text(offset)}" if offset else ""
     if at is not None:
         if at.type == AtModifierType.Start:
             out += " @ start()"
@@ -134,44 +135,83 @@ def _to_join(node: object) -> bool:
     return _contains(node, (VectorSelector, MatrixSelector)) and not contains_aggregation(node)
 
 
-def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
-    """`node` as PromQL; with `rewrite`, its aggregations grouped (and joined) per fleet."""
+def syntax_children(node: object) -> list[Expr]:
+    """The node's operands in the order PromQL writes them (an aggregation's parameter first)."""
+    if isinstance(node, AggregateExpr):
+        return [c for c in (node.param, node.expr) if isinstance(c, Expr)]
+    if isinstance(node, BinaryExpr):
+        return [node.lhs, node.rhs]
+    if isinstance(node, ParenExpr | UnaryExpr | SubqueryExpr):
+        return [node.expr]
+    if isinstance(node, Call):
+        return [a for a in node.args if isinstance(a, Expr)]
+    if isinstance(node, MatrixSelector):
+        return [node.vector_selector]
+    return []
 
-    def again(child: object, more: Sequence[str] = ()) -> str:
-        return _print(child, rewrite, [*extra, *more])
 
-    if rewrite is not None and rewrite.join is not None and _to_join(node):
-        # parenthesised: a join is an `or` of branches, and an operand of `and` or `*` binds tighter
-        return f"({_joined(node, rewrite.join, extra)})"
+def node_text(
+    node: object, operands: Sequence[str], *, matchers: Sequence[str] = (), fleet: Sequence[str] = ()
+) -> str:
+    """One node as PromQL, given its operands' text in `syntax_children` order: the one printer
+    of the project (the rules write per-fleet queries with it, the audit shows expanded rules).
+
+    `matchers` are added to a selector's; `fleet` labels to an aggregation's `by` grouping (one
+    without any gets `by (<fleet>)`, a `without` keeps them anyway) and to a binary operator's
+    `on` matching.
+    """
     if isinstance(node, NumberLiteral):
         return promql_number(node.val)
     if isinstance(node, StringLiteral):
         return quote(node.val)
     if isinstance(node, VectorSelector):
-        return _selector(node, extra) + _modifiers(node.offset, node.at)
+        return _selector(node, matchers) + _modifiers(node.offset, node.at)
     if isinstance(node, MatrixSelector):
         inner = node.vector_selector
-        return f"{_selector(inner, extra)}[{_duration(node.range)}]" + _modifiers(inner.offset, inner.at)
-    if isinstance(node, SubqueryExpr):
-        step = _duration(node.step) if node.step else ""
-        return f"{again(node.expr)}[{_duration(node.range) if node.range else ''}:{step}]" + _modifiers(
-            node.offset, node.at
+        return f"{_selector(inner, matchers)}[{duration_text(node.range)}]" + _modifiers(
+            inner.offset, inner.at
         )
+    if isinstance(node, SubqueryExpr):
+        step = duration_text(node.step) if node.step else ""
+        range_ = duration_text(node.range) if node.range else ""
+        return f"{operands[0]}[{range_}:{step}]" + _modifiers(node.offset, node.at)
     if isinstance(node, ParenExpr):
-        return f"({again(node.expr)})"
+        return f"({operands[0]})"
     if isinstance(node, UnaryExpr):
-        return f"-{again(node.expr)}"
+        return f"-{operands[0]}"
     if isinstance(node, Call):
-        return f"{node.func.name}({', '.join(again(a) for a in node.args)})"
+        return f"{node.func.name}({', '.join(operands)})"
     if isinstance(node, BinaryExpr):
-        return _binary(node, rewrite, again)
+        return _binary(node, operands, fleet)
     if isinstance(node, AggregateExpr):
-        return _aggregate(node, rewrite, extra, again)
+        return _aggregate(node, operands, fleet)
     raise PromQLRewriteError(f"cannot print a {type(node).__name__}")
 
 
-def _binary(node: BinaryExpr, rewrite: _Rewrite | None, again: Callable[[object], str]) -> str:
-    parts = [again(node.lhs), str(node.op)]
+def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
+    """`node` as PromQL; with `rewrite`, its aggregations grouped (and joined) per fleet."""
+
+    def again(child: object) -> str:
+        return _print(child, rewrite, extra)
+
+    joining = rewrite is not None and rewrite.join is not None
+    if joining and _to_join(node):
+        assert rewrite is not None and rewrite.join is not None
+        # parenthesised: a join is an `or` of branches, and an operand of `and` or `*` binds tighter
+        return f"({_joined(node, rewrite.join, extra)})"
+    if isinstance(node, VectorSelector | MatrixSelector):
+        operands = []
+    elif isinstance(node, AggregateExpr) and joining and _to_join(node.expr):
+        assert rewrite is not None and rewrite.join is not None
+        param = [again(node.param)] if node.param is not None else []
+        operands = [*param, _joined(node.expr, rewrite.join, extra)]  # the aggregation's parentheses hold it
+    else:
+        operands = [again(child) for child in syntax_children(node)]
+    return node_text(node, operands, matchers=extra, fleet=rewrite.labels if rewrite is not None else ())
+
+
+def _binary(node: BinaryExpr, operands: Sequence[str], fleet: Sequence[str]) -> str:
+    parts = [operands[0], str(node.op)]
     modifier = node.modifier
     if modifier is not None:
         if modifier.return_bool:
@@ -180,8 +220,7 @@ def _binary(node: BinaryExpr, rewrite: _Rewrite | None, again: Callable[[object]
             labels = list(modifier.matching.labels)
             if modifier.matching.type == LabelModifierType.Include:
                 how = "on"
-                if rewrite is not None:
-                    labels += [label for label in rewrite.labels if label not in labels]
+                labels += [label for label in fleet if label not in labels]
             else:
                 how = "ignoring"
             parts.append(f"{how} {_labels(labels)}")
@@ -189,29 +228,22 @@ def _binary(node: BinaryExpr, rewrite: _Rewrite | None, again: Callable[[object]
             parts.append(f"group_left {_labels(modifier.group_labels or [])}")
         elif modifier.card == VectorMatchCardinality.OneToMany:
             parts.append(f"group_right {_labels(modifier.group_labels or [])}")
-    parts.append(again(node.rhs))
+    parts.append(operands[1])
     return " ".join(parts)
 
 
-def _aggregate(
-    node: AggregateExpr, rewrite: _Rewrite | None, extra: Sequence[str], again: Callable[[object], str]
-) -> str:
+def _aggregate(node: AggregateExpr, operands: Sequence[str], fleet: Sequence[str]) -> str:
     modifier = node.modifier
     grouping = ""
     if modifier is not None and modifier.type == AggModifierType.Without:
         grouping = f" without {_labels(modifier.labels)}"
     else:
         labels = list(modifier.labels) if modifier is not None else []
-        if rewrite is not None:
-            labels += [label for label in rewrite.labels if label not in labels]
+        labels += [label for label in fleet if label not in labels]
         if modifier is not None or labels:
             grouping = f" by {_labels(labels)}"
-    if rewrite is not None and rewrite.join is not None and _to_join(node.expr):
-        argument = _joined(node.expr, rewrite.join, extra)  # the aggregation's own parentheses hold it
-    else:
-        argument = again(node.expr)
-    param = f"{again(node.param)}, " if node.param is not None else ""
-    return f"{node.op}{grouping} ({param}{argument})" if grouping else f"{node.op}({param}{argument})"
+    inside = ", ".join(operands)
+    return f"{node.op}{grouping} ({inside})" if grouping else f"{node.op}({inside})"
 
 
 def _joined(node: object, join: Join, extra: Sequence[str]) -> str:
@@ -247,4 +279,14 @@ def printed(query: str) -> str:
     return _print(parse(query), None, ())
 
 
-__all__ = ["Join", "Printer", "PromQLRewriteError", "per_fleet", "printed", "quote"]
+__all__ = [
+    "Join",
+    "Printer",
+    "PromQLRewriteError",
+    "duration_text",
+    "node_text",
+    "per_fleet",
+    "printed",
+    "quote",
+    "syntax_children",
+]
