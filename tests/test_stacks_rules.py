@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import yaml
+from rulekit import rules_read_by, rules_reading
 
 from signals.catalog import QueryOptions
 from signals.notation import parse_values
@@ -695,6 +696,11 @@ def run_promtool(promtool: str, run: str, rules: Path, directory: Path) -> Outco
     spec = RUNS[run]
     fx = raw(spec.stack)
     cases = list({case.key(): case for group in checks(run).values() for case in group}.values())
+    read = rules_read_by(text for case in cases for text in (case.expr, *(lb for lb, _ in case.samples)))
+    if read is not None:  # only the rules the cases read, and the records those read
+        cut = directory / f"{run}.rules.yml"
+        cut.write_text(rules_reading(rules.read_text(encoding="utf-8"), read), encoding="utf-8")
+        rules = cut
     test = {
         "rule_files": [str(rules)],
         "evaluation_interval": EVALUATION_INTERVAL,

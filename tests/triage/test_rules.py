@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from rulekit import RECORDED, alerts_only, rules_reading
 
 from signals.catalog import QueryOptions, load_catalog
 from signals.errors import InputError, InputErrors
@@ -37,7 +38,6 @@ from triage.rules.render import ALERT_GROUP, SIGNAL_GROUP, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
-RECORDED = re.compile(r"triage:[a-z0-9_]+(?::replica)?")
 TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 LOOKBACK = 300.0
 
@@ -72,45 +72,6 @@ def _promtool_major() -> int:
 
 def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([promtool(), *args], capture_output=True, text=True, timeout=300)
-
-
-def alerts_only(rules_text: str) -> str:
-    """The rule file's alert group alone, for tests that feed the recorded series themselves.
-
-    The recording group reads raw exporter series; where the inputs are already the
-    `triage:` series the alerts read, it has nothing to record from, yet promtool evaluates
-    its hundred-odd rules at every step, and that is nearly all of a test's cost.
-    """
-    doc = yaml.safe_load(rules_text)
-    doc["groups"] = [group for group in doc["groups"] if group["name"] == ALERT_GROUP]
-    assert doc["groups"], f"the rule file has no {ALERT_GROUP} group"
-    return yaml.safe_dump(doc, sort_keys=False, width=1 << 30)
-
-
-def rules_reading(rules_text: str, targets: set[str]) -> str:
-    """The rules a test reads (`targets`: alert and record names) and every record they read, in order.
-
-    No other rule can change what these evaluate to, and the rest of the recording group
-    (over a hundred or-chains across every engine's names) would cost promtool most of the
-    test's time. The rules keep their groups and their order within them.
-    """
-    doc = yaml.safe_load(rules_text)
-    rules = [rule for group in doc["groups"] for rule in group["rules"]]
-    by_name = {rule.get("record") or rule["alert"]: rule for rule in rules}
-    missing = targets - by_name.keys()
-    assert not missing, f"no rule named {sorted(missing)}"
-    needed: set[str] = set()
-    todo = list(targets)
-    while todo:
-        name = todo.pop()
-        if name in needed or name not in by_name:
-            continue
-        needed.add(name)
-        todo.extend(RECORDED.findall(by_name[name]["expr"]))
-    for group in doc["groups"]:
-        group["rules"] = [rule for rule in group["rules"] if (rule.get("record") or rule["alert"]) in needed]
-    doc["groups"] = [group for group in doc["groups"] if group["rules"]]
-    return yaml.safe_dump(doc, sort_keys=False, width=1 << 30)
 
 
 # --- the generated rules --------------------------------------------------------------------

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_rules import alerts_only, annotate, promtool, rules_reading, run_promtool
+from rulekit import alerts_only, rules_reading
+from test_rules import annotate, promtool, run_promtool
 
 from signals.catalog import Catalog, QueryOptions, load_catalog
 from triage.rules import load_slo

@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_rules import alerts_of, alerts_only, annotate, promtool, run_promtool
+from rulekit import alerts_only
+from test_rules import alerts_of, annotate, promtool, run_promtool
 
 from signals.catalog import QueryOptions, load_catalog
 from signals.timeparse import parse_duration
