@@ -1,0 +1,106 @@
+"""Benchmark of `triage test fixtures`: every bundled fixture replayed and checked, and where a
+raw fixture's replay spends its time.
+
+`triage test fixtures -q` runs end to end with one fixture loading at a time (`-j 1`) and
+with the default two loading ahead (`-j 2`), in turns, median of runs after one warm-up.
+Then each `level: raw` fixture is replayed once in this process, phase by phase:
+
+  load        the YAML read into a frame of exporter series
+  text        the series written as OpenMetrics (`signals.tempprom.to_openmetrics`)
+  backfill    `promtool tsdb create-blocks-from openmetrics` and the temporary Prometheus's
+              start (`TemporaryPrometheus` entered)
+  fetch       the catalog's queries answered (`signals.live.fetch_frame`)
+
+Target (issue: scale): `triage test fixtures` <= 20 s.
+Run: python -m bench.fixture_run [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from bench.stacks import TRIAGE, medians_in_turns
+from bench.startup import bytecode_note
+from signals.catalog import QueryOptions, load_catalog
+from signals.fixture import load_fixture
+from signals.live import fetch_frame
+from signals.prometheus import PrometheusSource
+from signals.tempprom import TemporaryPrometheus, to_openmetrics
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASES = ("load", "text", "backfill", "fetch")
+
+
+def raw_paths() -> list[Path]:
+    """The bundled `level: raw` fixtures (read from each file's first lines, as `triage test` would)."""
+    found = []
+    for path in sorted((ROOT / "fixtures").glob("*.yaml")):
+        with path.open(encoding="utf-8") as head:
+            if any(line.strip() == "level: raw" for _, line in zip(range(40), head, strict=False)):
+                found.append(path)
+    return found
+
+
+def phases(path: Path) -> tuple[dict[str, float], int, int]:
+    """Seconds per phase of one raw replay, the series and the OpenMetrics bytes it wrote."""
+    took: dict[str, float] = {}
+    started = time.perf_counter()
+    fixture = load_fixture(str(path))
+    frame = fixture.frame
+    took["load"] = time.perf_counter() - started
+    started = time.perf_counter()
+    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    took["text"] = time.perf_counter() - started
+    started = time.perf_counter()
+    with TemporaryPrometheus(text, lookback_delta=2 * frame.step) as prometheus:
+        took["backfill"] = time.perf_counter() - started
+        started = time.perf_counter()
+        fetch_frame(
+            PrometheusSource(prometheus.url, timeout=60.0),
+            load_catalog(),
+            QueryOptions(),
+            at=frame.end,
+            lookback=frame.end - frame.start,
+            step=frame.step,
+        )
+        took["fetch"] = time.perf_counter() - started
+    return took, len(frame.series), len(text.encode())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=3)
+    opts = parser.parse_args()
+
+    command = [TRIAGE, "test", "fixtures", "-q"]
+    walls = medians_in_turns(opts.runs, {"-j 1": [*command, "-j", "1"], "-j 2": [*command, "-j", "2"]})
+    raws = raw_paths()
+    totals = dict.fromkeys(PHASES, 0.0)
+    series = size = 0
+    for path in raws:
+        took, n, nbytes = phases(path)
+        series, size = series + n, size + nbytes
+        for phase in PHASES:
+            totals[phase] += took[phase]
+    fixtures = len(list((ROOT / "fixtures").glob("*.yaml")))
+
+    print(
+        f"{fixtures} bundled fixtures, {len(raws)} of them raw ({series} exporter series, "
+        f"{size / 1e6:.0f} MB of OpenMetrics in all)"
+    )
+    print(f"median of {opts.runs} runs in turns · {bytecode_note()}")
+    print()
+    print("| measure | figure | target |")
+    print("| --- | --- | --- |")
+    print(f"| `triage test fixtures -j 1` (one fixture loading at a time) | {walls['-j 1']:.1f} s | - |")
+    print(f"| **`triage test fixtures`** (`-j 2`, the default) | **{walls['-j 2']:.1f} s** | <= 20 s |")
+    for phase in PHASES:
+        print(f"| raw replays, {phase}, all {len(raws)} | {totals[phase]:.1f} s | - |")
+
+
+if __name__ == "__main__":
+    main()
