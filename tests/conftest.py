@@ -31,10 +31,22 @@ def graph() -> TriageGraph:
     return build_graph(load_playbooks(ROOT / "playbooks"))
 
 
-@pytest.fixture(scope="session")
-def generated(graph: TriageGraph) -> GeneratedCorpora:
-    from metamorphic import GeneratedCorpora
+RAW_READERS = frozenset({"test_metamorphic", "test_raw_fixtures"})
+"""The modules that read every bundled raw fixture's replay (`raw_replays`)."""
 
+
+@pytest.fixture(scope="session")
+def generated(
+    request: pytest.FixtureRequest, graph: TriageGraph, raw_replays: RawReplays
+) -> GeneratedCorpora:
+    """The corpora, written in two worker processes while this one replays the bundled raw
+    fixtures, when the session holds a test that reads those replays."""
+    from metamorphic import GeneratedCorpora
+    from rawreplays import bundled_raw
+
+    modules = {getattr(item.module, "__name__", "") for item in request.session.items}
+    if modules & RAW_READERS:
+        return GeneratedCorpora(graph, warm=lambda: raw_replays.warm(bundled_raw()))
     return GeneratedCorpora(graph)
 
 

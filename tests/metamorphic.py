@@ -214,9 +214,12 @@ class GeneratedCorpora:
     (a session fixture of `tests/conftest.py`), so no corpus is written or diagnosed twice.
     """
 
-    def __init__(self, graph: TriageGraph) -> None:
+    def __init__(self, graph: TriageGraph, warm: Callable[[], object] | None = None) -> None:
+        """`warm`: other slow work of the session, run once while the first corpora are written
+        (the raw replays, which wait mostly on other processes)."""
         self._graph = graph
         self._originals: dict[str, list[Original]] = {}
+        self._warm = warm
 
     def originals(
         self, names: Sequence[str], meanwhile: Callable[[], T]
@@ -228,6 +231,9 @@ class GeneratedCorpora:
         with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
             futures = [(task[0], pool.submit(generate_and_load, task)) for task in generation_tasks(missing)]
             result = meanwhile()
+            if futures and self._warm is not None:
+                self._warm()
+                self._warm = None
             for corpus, future in futures:
                 cases = [case_of(corpus, stem, fixture, self._graph) for stem, fixture in future.result()]
                 self._originals.setdefault(corpus, []).extend(diagnose_case(self._graph, c) for c in cases)

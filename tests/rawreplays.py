@@ -8,6 +8,9 @@ the Prometheus ones, so both read them from here (the `raw_replays` session fixt
 
 from __future__ import annotations
 
+import re
+import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -22,6 +25,15 @@ from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
 from triage.core.walk import diagnose
 from triage.replay import fixture_symptom
+
+ROOT = Path(__file__).resolve().parent.parent
+_RAW_LEVEL = re.compile(r"^level:\s*['\"]?raw['\"]?\s*(#.*)?$", re.MULTILINE)
+
+
+def bundled_raw() -> list[Path]:
+    """The bundled `level: raw` fixtures, in name order."""
+    paths = sorted((ROOT / "fixtures").glob("*.yaml"))
+    return [p for p in paths if _RAW_LEVEL.search(p.read_text(encoding="utf-8"))]
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,13 @@ class RawReplays:
         self._catalog = load_catalog()
         self._done: dict[tuple[str, Path], Replayed] = {}
         self._raw: dict[Path, Fixture] = {}
+
+    def warm(self, paths: Iterable[Path]) -> None:
+        """Replay each fixture on Prometheus ahead of the tests that read them, where it is
+        installed (where it is not, those tests skip or fail on their own)."""
+        if shutil.which("prometheus") and shutil.which("promtool"):
+            for path in paths:
+                self.get("prometheus", path)
 
     def get(self, engine: str, path: Path) -> Replayed:
         require_engine(engine)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import re
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -72,7 +71,7 @@ from metamorphic import (
     vanished_replicas,
 )
 from promserver import require_prometheus_binaries
-from rawreplays import RawReplays
+from rawreplays import RawReplays, bundled_raw
 
 from signals.fixture import load_fixture
 from signals.frame import FloatArray, Series, SignalFrame, labels_of
@@ -83,8 +82,7 @@ from triage.sources import load_playbooks
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = sorted((ROOT / "fixtures").glob("*.yaml"))
-_RAW_LEVEL = re.compile(r"^level:\s*['\"]?raw['\"]?\s*(#.*)?$", re.MULTILINE)
-RAW = {p.stem for p in BUNDLED if _RAW_LEVEL.search(p.read_text(encoding="utf-8"))}
+RAW = {p.stem for p in bundled_raw()}
 
 
 @dataclass(frozen=True, repr=False)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
-from rawreplays import RawReplays, Replayed
+from rawreplays import RawReplays, Replayed, bundled_raw
 from stackexports import TGI, TRITON, TRTLLM
 from vmserver import ENGINES
 
@@ -44,9 +44,7 @@ from triage.core.walk import diagnose
 from triage.replay import check_expect, fixture_symptom
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))
-_RAW_LEVEL = re.compile(r"^level:\s*['\"]?raw['\"]?\s*(#.*)?$", re.MULTILINE)
-RAW = [p for p in FIXTURES if _RAW_LEVEL.search(p.read_text(encoding="utf-8"))]
+RAW = bundled_raw()
 IDS = [p.stem for p in RAW]
 VICTORIAMETRICS = {
     "kv-pressure-vllm-v1-raw",  # vLLM V1
