@@ -83,7 +83,6 @@ def test_symptom_and_at_override(capsys: pytest.CaptureFixture[str]) -> None:
         (["replay", KV, "--every", "5s"], "shorter than the fixture's interval"),
         (["replay", KV, "--every", "often"], "--every:"),
         (["test", "no/such/dir"], "no such file or folder"),
-        (["test", KV, "--jobs", "0"], "--jobs: 0 fixtures at once; give 1 or more"),
         (["diagnose", "--fixture", KV, "--playbooks", "/nonexistent"], "no such playbook folder"),
     ],
 )
@@ -155,30 +154,6 @@ def test_test_command_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFix
         and "expected top cause routing_imbalance (not ranked), got kv_pressure" in out
     )
     assert "1 passed, 1 failed" in out
-
-
-def test_test_command_reads_the_same_whatever_the_jobs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Fixtures loaded ahead in worker threads are checked and printed in the order given, each
-    problem at its own fixture: one job at a time or several, the same lines."""
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("name: broken\ninterval: fast\n")
-    copy = tmp_path / "copy.yaml"
-    copy.write_text(Path(KV).read_text())
-    paths = [KV, str(broken), str(ROOT / "fixtures" / "price-change.yaml"), str(copy)]
-    printed = []
-    for jobs in ("1", "3"):
-        assert main(["test", *paths, "--jobs", jobs]) == EXIT_FAILED
-        printed.append([line for line in capsys.readouterr().out.splitlines() if "passed," not in line])
-    assert printed[0] == printed[1]
-    assert [line.split()[0] for line in printed[0] if line and not line.startswith(" ")] == [
-        "PASS",
-        "ERROR",
-        "PASS",
-        "ERROR",
-    ]
-    assert f"ERROR {broken}" in printed[0] and any("is also used by" in line for line in printed[0])
 
 
 def test_test_command_reports_duplicate_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,15 +24,6 @@ def add_parser(sub: common.Subparsers) -> None:
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
     t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
-    t.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=2,
-        metavar="N",
-        help="fixtures loaded at once ahead of the one being checked; a raw fixture's replay mostly "
-        "waits on promtool and a temporary Prometheus (default 2; 1 loads one at a time)",
-    )
     common.add_playbook_option(t)
 
 

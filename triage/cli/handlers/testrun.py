@@ -55,6 +55,11 @@ def fixture_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
+LOADING_AHEAD = 2
+"""Fixtures loaded at once ahead of the one being diagnosed: a raw fixture's replay waits mostly
+on promtool and a temporary Prometheus, other processes, so two overlap on two cores."""
+
+
 def _load(path: str, kb: Knowledge) -> tuple[Fixture | InputError | InputErrors | SignalError, float]:
     """The fixture (a raw one replayed) or what is wrong with it, and the seconds it took."""
     started = time.perf_counter()
@@ -65,11 +70,10 @@ def _load(path: str, kb: Knowledge) -> tuple[Fixture | InputError | InputErrors 
 
 
 def loaded_in_order(
-    paths: Sequence[tuple[str, str]], kb: Knowledge, ahead: int
+    paths: Sequence[tuple[str, str]], kb: Knowledge, ahead: int = LOADING_AHEAD
 ) -> Iterator[tuple[str, str, Fixture | InputError | InputErrors | SignalError, float]]:
     """(path, corpus, fixture or its error, seconds loading) for each path, in the order given,
-    `ahead` of them loaded at once in worker threads while the fixtures before are diagnosed: a
-    raw fixture's replay waits mostly on other processes (promtool, a temporary Prometheus)."""
+    each loaded in a worker thread while the fixtures before it are diagnosed."""
     todo = iter(paths)
     with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="fixture-load") as pool:
         queued = deque((item, pool.submit(_load, item[0], kb)) for item in islice(todo, ahead))
@@ -87,8 +91,6 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     paths = fixture_paths(args.paths)
     if not paths:
         raise common.UsageError("no fixture files found")
-    if args.jobs < 1:
-        raise common.UsageError(f"--jobs: {args.jobs} fixtures at once; give 1 or more")
     fmt = None
     if args.scorecard:
         try:
@@ -99,7 +101,7 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     names: dict[str, str] = {}
     outcomes: list[FixtureOutcome] = []
     started = time.perf_counter()
-    for path, corpus, fixture, loading in loaded_in_order(paths, graph.knowledge, args.jobs):
+    for path, corpus, fixture, loading in loaded_in_order(paths, graph.knowledge):
         t0 = time.perf_counter() - loading
         if isinstance(fixture, Exception):
             failed += 1
