@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from signals.errors import InputError, InputErrors, SignalError
 from triage.cli import common
@@ -35,10 +32,6 @@ from triage.report.scorecard import (
     summary_lines,
 )
 
-if TYPE_CHECKING:
-    from signals.fixture import Fixture
-    from triage.core.playbook import Knowledge
-
 
 def fixture_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
     """Each fixture file with its corpus: the folder given that it was found in, else its own folder."""
@@ -53,37 +46,6 @@ def fixture_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
         else:
             raise common.UsageError(f"{raw}: no such file or folder")
     return found
-
-
-LOADING_AHEAD = 2
-"""Fixtures loaded at once ahead of the one being diagnosed: a raw fixture's replay waits mostly
-on promtool and a temporary Prometheus, other processes, so two overlap on two cores."""
-
-
-def _load(path: str, kb: Knowledge) -> tuple[Fixture | InputError | InputErrors | SignalError, float]:
-    """The fixture (a raw one replayed) or what is wrong with it, and the seconds it took."""
-    started = time.perf_counter()
-    try:
-        return inputs.load_checked_fixture(path, kb), time.perf_counter() - started
-    except (InputError, InputErrors, SignalError) as exc:
-        return exc, time.perf_counter() - started
-
-
-def loaded_in_order(
-    paths: Sequence[tuple[str, str]], kb: Knowledge, ahead: int = LOADING_AHEAD
-) -> Iterator[tuple[str, str, Fixture | InputError | InputErrors | SignalError, float]]:
-    """(path, corpus, fixture or its error, seconds loading) for each path, in the order given,
-    each loaded in a worker thread while the fixtures before it are diagnosed."""
-    todo = iter(paths)
-    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="fixture-load") as pool:
-        queued = deque((item, pool.submit(_load, item[0], kb)) for item in islice(todo, ahead))
-        while queued:
-            (path, corpus), future = queued.popleft()
-            following = next(todo, None)
-            if following is not None:
-                queued.append((following, pool.submit(_load, following[0], kb)))
-            fixture, seconds = future.result()
-            yield path, corpus, fixture, seconds
 
 
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
@@ -101,13 +63,15 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     names: dict[str, str] = {}
     outcomes: list[FixtureOutcome] = []
     started = time.perf_counter()
-    for path, corpus, fixture, loading in loaded_in_order(paths, graph.knowledge):
-        t0 = time.perf_counter() - loading
-        if isinstance(fixture, Exception):
+    for path, corpus in paths:
+        t0 = time.perf_counter()
+        try:
+            fixture = inputs.load_checked_fixture(path, graph.knowledge)
+        except (InputError, InputErrors, SignalError) as exc:
             failed += 1
-            outcomes.append(error_outcome(path, str(fixture), elapsed=loading, corpus=corpus))
+            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0, corpus=corpus))
             out.write(f"ERROR {path}\n")
-            for line in str(fixture).splitlines():
+            for line in str(exc).splitlines():
                 out.write(f"    {line}\n")
             continue
         if fixture.name in names:
