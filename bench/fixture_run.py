@@ -1,9 +1,8 @@
 """Benchmark of `triage test fixtures`: every bundled fixture replayed and checked, and where a
 raw fixture's replay spends its time.
 
-`triage test fixtures -q` runs end to end with one fixture loading at a time (`-j 1`) and
-with the default two loading ahead (`-j 2`), in turns, median of runs after one warm-up.
-Then each `level: raw` fixture is replayed once in this process, phase by phase:
+`triage test fixtures -q` runs end to end, median of runs after one warm-up. Then each
+`level: raw` fixture is replayed once in this process, phase by phase:
 
   load        the YAML read into a frame of exporter series
   text        the series written as OpenMetrics (`signals.tempprom.to_openmetrics`)
@@ -76,8 +75,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     opts = parser.parse_args()
 
-    command = [TRIAGE, "test", "fixtures", "-q"]
-    walls = medians_in_turns(opts.runs, {"-j 1": [*command, "-j", "1"], "-j 2": [*command, "-j", "2"]})
+    wall = medians_in_turns(opts.runs, {"test": [TRIAGE, "test", "fixtures", "-q"]})["test"]
     raws = raw_paths()
     totals = dict.fromkeys(PHASES, 0.0)
     series = size = 0
@@ -92,12 +90,11 @@ def main() -> None:
         f"{fixtures} bundled fixtures, {len(raws)} of them raw ({series} exporter series, "
         f"{size / 1e6:.0f} MB of OpenMetrics in all)"
     )
-    print(f"median of {opts.runs} runs in turns · {bytecode_note()}")
+    print(f"median of {opts.runs} runs · {bytecode_note()}")
     print()
     print("| measure | figure | target |")
     print("| --- | --- | --- |")
-    print(f"| `triage test fixtures -j 1` (one fixture loading at a time) | {walls['-j 1']:.1f} s | - |")
-    print(f"| **`triage test fixtures`** (`-j 2`, the default) | **{walls['-j 2']:.1f} s** | <= 20 s |")
+    print(f"| **`triage test fixtures`** | **{wall:.1f} s** | <= 20 s |")
     for phase in PHASES:
         print(f"| raw replays, {phase}, all {len(raws)} | {totals[phase]:.1f} s | - |")
 
