@@ -33,7 +33,7 @@ PHASES = ("load", "text", "backfill", "fetch")
 
 
 def raw_paths() -> list[Path]:
-    """The bundled `level: raw` fixtures (read from each file's first lines, as `triage test` would)."""
+    """The bundled `level: raw` fixtures, told by the `level:` line among each file's first lines."""
     found = []
     for path in sorted((ROOT / "fixtures").glob("*.yaml")):
         with path.open(encoding="utf-8") as head:

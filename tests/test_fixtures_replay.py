@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from rawreplays import bundled_raw
 
 from signals.fixture import load_fixture
 from triage.core.graph import TriageGraph
@@ -15,7 +15,8 @@ from triage.replay import check_expect, fixture_symptom, summarise, timeline
 ROOT = Path(__file__).resolve().parent.parent
 ALL_FIXTURES = sorted((ROOT / "fixtures").glob("*.yaml"))
 # Raw fixtures replay through a real Prometheus: tests/test_raw_fixtures.py checks them.
-FIXTURES = [p for p in ALL_FIXTURES if not re.search(r"^level: raw\s*$", p.read_text()[:65536], re.MULTILINE)]
+RAW = set(bundled_raw())
+FIXTURES = [p for p in ALL_FIXTURES if p not in RAW]
 
 
 def test_there_is_a_fixture_for_every_cause_and_a_quiet_one(graph: TriageGraph) -> None:

@@ -194,17 +194,15 @@ def _print(node: object, rewrite: _Rewrite | None, extra: Sequence[str]) -> str:
     def again(child: object) -> str:
         return _print(child, rewrite, extra)
 
-    joining = rewrite is not None and rewrite.join is not None
-    if joining and _to_join(node):
-        assert rewrite is not None and rewrite.join is not None
+    join = rewrite.join if rewrite is not None else None
+    if join is not None and _to_join(node):
         # parenthesised: a join is an `or` of branches, and an operand of `and` or `*` binds tighter
-        return f"({_joined(node, rewrite.join, extra)})"
+        return f"({_joined(node, join, extra)})"
     if isinstance(node, VectorSelector | MatrixSelector):
         operands = []
-    elif isinstance(node, AggregateExpr) and joining and _to_join(node.expr):
-        assert rewrite is not None and rewrite.join is not None
+    elif isinstance(node, AggregateExpr) and join is not None and _to_join(node.expr):
         param = [again(node.param)] if node.param is not None else []
-        operands = [*param, _joined(node.expr, rewrite.join, extra)]  # the aggregation's parentheses hold it
+        operands = [*param, _joined(node.expr, join, extra)]  # the aggregation's parentheses hold it
     else:
         operands = [again(child) for child in syntax_children(node)]
     return node_text(node, operands, matchers=extra, fleet=rewrite.labels if rewrite is not None else ())
