@@ -38,7 +38,9 @@ TOKEN = "shared-store-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def builder(db: Any, group_key: str, kind: str, episode: int, work_id: int | None) -> dict[str, Any]:
+def builder(
+    db: Any, group_key: str, kind: str, episode: int, work_id: int | None, brief: Any = None
+) -> dict[str, Any]:
     return {"kind": kind, "group": group_key, "episode": episode}
 
 

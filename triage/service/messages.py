@@ -2,8 +2,11 @@
 
 A message is built inside the transaction that queues it, so it is a snapshot of the
 group at the moment its diagnosis was ready (or it resolved), kept in the outbox, and
-sent unchanged on every retry. It is data only: label and annotation values are
-copied, truncated, and later escaped by the templates, never evaluated as templates.
+sent unchanged on every retry. A finished diagnosis's headline is rendered before that,
+where the diagnosis was made (`briefed`), from exactly what the store keeps of it: the
+transaction, which holds the group's lock, then only reads the group's alerts. It is data
+only: label and annotation values are copied, truncated, and later escaped by the
+templates, never evaluated as templates.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from signals.timeparse import format_instant, parse_instant
@@ -28,6 +32,7 @@ from triage.core.model import (
 from triage.core.render import FIRST_MOVERS_SHOWN
 from triage.core.sections import Sections, sections
 from triage.service.store.backend import Row, Tx
+from triage.service.store.records import WorkResult
 
 MAX_ALERTS_KEPT = 1000
 
@@ -170,7 +175,7 @@ def first_movers_brief(s: Sections) -> list[dict[str, Any]]:
     ]
 
 
-def diagnosis_brief(row: Row | None) -> dict[str, Any]:
+def diagnosis_brief(row: Row | Mapping[str, Any] | None) -> dict[str, Any]:
     """The headline of a stored annotation: symptom, its fleet and how it was chosen (`scope`), top
     cause, first actions, forbidden actions; the verdict in words (`verdict`), its kind
     (`verdict_kind`, None before a diagnosis) and the causes it names (`verdict_causes`;
@@ -218,17 +223,45 @@ def diagnosis_brief(row: Row | None) -> dict[str, Any]:
     }
 
 
+def _source(db: Tx, group_key: str, episode: int, work_id: int | None) -> Row | None:
+    """The stored result a message tells of: the work's, else the episode's latest."""
+    joined = (
+        "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis, w.scope FROM annotations a "
+        "JOIN work w ON w.id = a.work_id"
+    )
+    if work_id is not None:
+        found = db.execute(f"{joined} WHERE a.work_id = ? LIMIT 1", (work_id,))
+    else:
+        found = db.execute(
+            f"{joined} WHERE a.group_key = ? AND a.episode = ? "
+            "AND a.state != 'pending' ORDER BY a.annotated_at DESC, a.id DESC LIMIT 1",
+            (group_key, episode),
+        )
+    row: Row | None = found.fetchone()
+    return row
+
+
+def briefed(result: WorkResult) -> WorkResult:
+    """`result` with its message headline (`WorkResult.brief`): `diagnosis_brief` of what the store
+    will keep of it, exactly what a message would read back."""
+    return replace(result, brief=diagnosis_brief(result.stored()))
+
+
 def build_message(
     db: Tx,
     group_key: str,
     kind: str,
     episode: int,
     work_id: int | None,
+    brief: Mapping[str, Any] | None = None,
     *,
     public_url: str | None,
     label_limit: int,
 ) -> dict[str, Any]:
-    """The message for one group event: `diagnosis`, `changed` or `resolved`."""
+    """The message for one group event: `diagnosis`, `changed` or `resolved`.
+
+    `brief` is the headline of the work `work_id`'s own result (`briefed`), the same as the
+    one read back from the store here without it."""
     group = db.execute("SELECT * FROM groups WHERE group_key = ?", (group_key,)).fetchone()
     cols = (
         "id, fingerprint, alertname, status, starts_at, ends_at, labels, annotations, state, symptom, cause"
@@ -244,19 +277,7 @@ def build_message(
             "ORDER BY starts_at, id",
             (group_key, episode, status),
         ).fetchall()
-    if work_id is not None:
-        source = db.execute(
-            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis, w.scope FROM annotations a "
-            "JOIN work w ON w.id = a.work_id WHERE a.work_id = ? LIMIT 1",
-            (work_id,),
-        ).fetchone()
-    else:
-        source = db.execute(
-            "SELECT a.state, a.symptom, a.cause, a.signals, w.diagnosis, w.scope FROM annotations a "
-            "JOIN work w ON w.id = a.work_id WHERE a.group_key = ? AND a.episode = ? "
-            "AND a.state != 'pending' ORDER BY a.annotated_at DESC, a.id DESC LIMIT 1",
-            (group_key, episode),
-        ).fetchone()
+    headline = dict(brief) if brief is not None else diagnosis_brief(_source(db, group_key, episode, work_id))
     alerts = []
     for r in rows[:MAX_ALERTS_KEPT]:
         ends = r["ends_at"]
@@ -287,5 +308,5 @@ def build_message(
         "truncated_alerts": int(group["truncated"]) if group else 0,
         "alert_count": len(rows),
         "alerts": alerts,
-        "diagnosis": diagnosis_brief(source),
+        "diagnosis": headline,
     }

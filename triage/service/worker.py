@@ -44,6 +44,7 @@ from triage.core.reads import replica_reads
 from triage.core.render import to_text
 from triage.core.walk import diagnose, symptom_from_alert
 from triage.service.fetches import Breaker, Remembered, SharedFetches
+from triage.service.messages import briefed
 from triage.service.metrics import Metrics
 from triage.service.scoping import FleetScoper
 from triage.service.store import Store, WorkItem, WorkResult
@@ -230,15 +231,19 @@ class DiagnoserSpec:
 
 
 def run_safely(diagnoser: Diagnoser, item: WorkItem, source: PrometheusSource) -> WorkResult:
-    """A result whatever happens: an unexpected error is stored like unavailable signals, and retried."""
+    """A result whatever happens: an unexpected error is stored like unavailable signals, and retried.
+
+    The result carries its message headline (`briefed`), rendered here in the diagnosing thread
+    or process rather than by the intake's process under the group's lock."""
     try:
-        return diagnoser.run(item, source)
+        result = diagnoser.run(item, source)
     except Exception as exc:
         _LOG.exception("diagnosis of work %s failed", item.id)
         reason = f"internal error: {type(exc).__name__}"
-        return WorkResult(
+        result = WorkResult(
             "unavailable", item.symptom, None, None, f"diagnosis failed ({reason})", reason, reason, 0
         )
+    return briefed(result)
 
 
 class ThreadRunner:

@@ -18,6 +18,8 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from triage.service.store.backend import Row, Tx
 from triage.service.store.connection import StoreBase
@@ -64,10 +66,11 @@ class Messages(StoreBase):
         episode: int,
         now: float,
         work_id: int | None,
+        brief: Mapping[str, Any] | None = None,
     ) -> None:
         if not self.sinks:
             return
-        message = self.builder(db, group_key, kind, episode, work_id) if self.builder else {}
+        message = self.builder(db, group_key, kind, episode, work_id, brief) if self.builder else {}
         body = json.dumps(message, ensure_ascii=False, allow_nan=False)
         for sink in self.sinks:
             key = idempotency_key(sink, group_key, episode, kind, identity)

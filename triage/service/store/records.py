@@ -6,9 +6,10 @@ live apart from the SQL that fills them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from triage.service.store.backend import Tx
 
@@ -63,6 +64,29 @@ class WorkResult:
     """For unavailable signals, the kind of failure (timeout, unreachable, auth, not_json, ...)."""
     scope: str = ""
     """Which fleet was diagnosed and how it was chosen, or why none was (one line)."""
+    brief: Mapping[str, Any] | None = None
+    """The diagnosis's headline as a message shows it (the service's `diagnosis_brief` of
+    `stored()`), made where the diagnosis is made: finishing the work under its group's lock
+    then reads only the alerts, and the intake's process never renders a diagnosis. None: the
+    message reads it back from the store."""
+
+    def stored(self) -> dict[str, Any]:
+        """What the store keeps of this result on each of its annotations and its work row: the
+        state, symptom, cause, signals note, the diagnosis as JSON text, and the scope."""
+        return {
+            "state": "unavailable" if self.unavailable else "annotated",
+            "symptom": self.symptom,
+            "cause": self.cause,
+            "signals": (
+                f"unavailable: {self.unavailable}"
+                if self.unavailable
+                else ("ok" if self.diagnosis is not None else "not read")
+            ),
+            "diagnosis": (
+                json.dumps(self.diagnosis, ensure_ascii=False, allow_nan=False) if self.diagnosis else None
+            ),
+            "scope": self.scope or None,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,5 +108,17 @@ class OutboxRow:
     """The token of this replica's claim on sending it: its outcome is stored only under it."""
 
 
-MessageBuilder = Callable[[Tx, str, str, int, "int | None"], dict[str, Any]]
-"""(db, group_key, kind, episode, work_id) -> the message, built inside the transaction that queues it."""
+class MessageBuilder(Protocol):
+    """Builds a group's message inside the transaction that queues it: `kind` is `diagnosis`,
+    `changed` or `resolved`; `brief` is the finished work's own headline (`WorkResult.brief`),
+    given when the message is about the work `work_id` that carries it."""
+
+    def __call__(
+        self,
+        db: Tx,
+        group_key: str,
+        kind: str,
+        episode: int,
+        work_id: int | None,
+        brief: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]: ...

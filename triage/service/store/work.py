@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from triage.service.store.backend import Tx
@@ -102,18 +102,8 @@ class Work(Messages):
         the item runs again then. Returns how many annotations got their first real diagnosis.
         """
         now = time.time() if now is None else now
-        diagnosis = (
-            json.dumps(result.diagnosis, ensure_ascii=False, allow_nan=False) if result.diagnosis else None
-        )
-        signals = (
-            f"unavailable: {result.unavailable}"
-            if result.unavailable
-            else ("ok" if result.diagnosis is not None else "not read")
-        )
-        state = "unavailable" if result.unavailable else "annotated"
-        return self.transact(
-            lambda db: self._complete(db, item, result, retry_at, now, diagnosis, signals, state)
-        )
+        stored = result.stored()  # serialised before the group's lock is taken
+        return self.transact(lambda db: self._complete(db, item, result, retry_at, now, stored))
 
     def _complete(
         self,
@@ -122,68 +112,74 @@ class Work(Messages):
         result: WorkResult,
         retry_at: float | None,
         now: float,
-        diagnosis: str | None,
-        signals: str,
-        state: str,
+        stored: Mapping[str, Any],
     ) -> int:
         """`complete`'s one transaction, under the group's lock; nothing written without the claim."""
-        self.backend.lock_group(db, item.group_key)
-        stored = db.execute(
-            "UPDATE work SET state = ?, next_at = ?, done_at = ?, signature = ?, unavailable = ?, "
-            "fetches = fetches + ?, summary = ?, diagnosis = ?, scope = ?, claim = NULL, lease_until = NULL "
-            f"WHERE {MINE}",
-            (
-                "pending" if retry_at is not None else "done",
-                retry_at if retry_at is not None else now,
-                now,
-                result.signature,
-                result.unavailable,
-                result.fetches,
-                result.summary,
-                diagnosis,
-                result.scope or None,
-                item.id,
-                item.claim,
-            ),
-        ).rowcount
-        if not stored:
+        state = stored["state"]
+        with self.backend.pipeline(db):  # on PostgreSQL: the lock and the claimed write, one round trip
+            self.backend.lock_group(db, item.group_key)
+            claimed = db.execute(
+                "UPDATE work SET state = ?, next_at = ?, done_at = ?, signature = ?, unavailable = ?, "
+                "fetches = fetches + ?, summary = ?, diagnosis = ?, scope = ?, claim = NULL, "
+                f"lease_until = NULL WHERE {MINE}",
+                (
+                    "pending" if retry_at is not None else "done",
+                    retry_at if retry_at is not None else now,
+                    now,
+                    result.signature,
+                    result.unavailable,
+                    result.fetches,
+                    result.summary,
+                    stored["diagnosis"],
+                    stored["scope"],
+                    item.id,
+                    item.claim,
+                ),
+            )
+        if not claimed.rowcount:
             return 0  # the lease ran out and another replica has this work now
-        first = (
+        with self.backend.pipeline(db):  # the annotations and what the message needs, one round trip
+            unannotated = (
+                db.execute(
+                    "SELECT count(*) FROM annotations WHERE work_id = ? AND state != 'annotated'", (item.id,)
+                )
+                if state == "annotated"
+                else None
+            )
             db.execute(
-                "SELECT count(*) FROM annotations WHERE work_id = ? AND state != 'annotated'", (item.id,)
-            ).fetchone()[0]
-            if state == "annotated"
-            else 0
-        )
-        db.execute(
-            "UPDATE annotations SET state = ?, symptom = ?, cause = ?, signals = ?, annotated_at = ? "
-            "WHERE work_id = ? AND state != 'annotated'",
-            (state, result.symptom, result.cause, signals, now, item.id),
-        )
-        group = db.execute(
-            "SELECT closed, episode, last_signature FROM groups WHERE group_key = ?", (item.group_key,)
-        ).fetchone()
+                "UPDATE annotations SET state = ?, symptom = ?, cause = ?, signals = ?, annotated_at = ? "
+                "WHERE work_id = ? AND state != 'annotated'",
+                (state, stored["symptom"], stored["cause"], stored["signals"], now, item.id),
+            )
+            asked = db.execute(
+                "SELECT closed, episode, last_signature FROM groups WHERE group_key = ?", (item.group_key,)
+            )
+            counted = db.execute(
+                "SELECT count(*) FROM annotations WHERE work_id = ? AND status = 'firing'", (item.id,)
+            )
+        first = unannotated.fetchone()[0] if unannotated is not None else 0
+        group = asked.fetchone()
+        firing = counted.fetchone()[0]
         if (
             group is not None
             and not group["closed"]
-            and not self._maybe_close(db, item.group_key, result, now)
+            and not self._maybe_close(db, item.group_key, result, now)  # it may close the group
+            and firing
+            and result.signature != group["last_signature"]
         ):
-            firing = db.execute(
-                "SELECT count(*) FROM annotations WHERE work_id = ? AND status = 'firing'", (item.id,)
-            ).fetchone()[0]
-            if firing and result.signature != group["last_signature"]:
-                kind = "diagnosis" if group["last_signature"] is None else "changed"
-                db.execute(
-                    "UPDATE groups SET last_signature = ? WHERE group_key = ?",
-                    (result.signature, item.group_key),
-                )
-                self._enqueue(
-                    db,
-                    item.group_key,
-                    kind,
-                    f"{result.signature}|{item.id}",
-                    group["episode"],
-                    now,
-                    item.id,
-                )
+            kind = "diagnosis" if group["last_signature"] is None else "changed"
+            db.execute(
+                "UPDATE groups SET last_signature = ? WHERE group_key = ?",
+                (result.signature, item.group_key),
+            )
+            self._enqueue(
+                db,
+                item.group_key,
+                kind,
+                f"{result.signature}|{item.id}",
+                group["episode"],
+                now,
+                item.id,
+                result.brief,
+            )
         return int(first)
