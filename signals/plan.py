@@ -14,12 +14,15 @@ here:
   replica is asked for the fleet alone, `sum by (le)`;
 - a sum: `sum by (<replica>)`; the fleet's is the sum of the replicas';
 - a ratio: the numerator's and the denominator's `sum by (<replica>)`, shared with any other
-  signal that sums the same thing (vLLM's request counter is the denominator of three).
+  signal that sums the same thing (vLLM's request counter is the denominator of three);
+- a source written out as PromQL whose fleet view aggregates its replica view (`avg(R)`,
+  `max(X)` beside `max by (instance, gpu) (X)`, `signals.across`): the replica view's
+  query, aggregated here.
 
 Merging keeps the series that lack the replica label (Prometheus groups them under an empty
 value), so a fleet view computed here sums exactly what `sum(...)` would. A source written out
-as PromQL is sent as it is. Each view's answer keeps the PromQL it stands for, so the report
-and the errors read as before.
+as PromQL is otherwise sent as it is. Each view's answer keeps the PromQL it stands for, so
+the report and the errors read as before.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from signals.across import aggregate, aggregation_of
 from signals.catalog import QueryOptions, Resolution, SourceSpec, render
 from signals.prometheus import QueryResult, SeriesData
 from signals.quantile import bucket_quantile, parse_le
@@ -55,6 +59,9 @@ class ViewPlan:
     """Fleet view computed from per-replica answers (merged over the replica label)."""
     grouping: tuple[str, ...] = ()
     """The labels a recorded view's series are kept with (`signals.recorded`)."""
+    across: str = ""
+    """A fleet view computed as this aggregation (`sum`, `max`, ...) of its replica view's
+    series at each step (`signals.across`); its one read is the replica view's query."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,11 @@ def view_plan(
     query = render(template, options, spec.exporter)
     shape = spec.shape
     if shape is None:
+        if view == "fleet" and spec.replica is not None:
+            replica = render(spec.replica, options, spec.exporter)
+            op = aggregation_of(query, replica)
+            if op is not None:
+                return ViewPlan(key, query, (replica,), across=op)
         return ViewPlan(key, query, (query,))
     if per_replica is None or spec.replica is None:
         per_replica = spec.replica is not None
@@ -166,15 +178,35 @@ def round_grid(start: float, at: float, step: float) -> Array:
     return start + step * np.arange(round((at - start) / step) + 1, dtype=np.float64)
 
 
+def _steps(times: Array, grid: Array, step: float) -> tuple[npt.NDArray[np.int64], Mask]:
+    """Each sample's step on the round's grid, and which samples fall on it."""
+    index = np.rint((np.asarray(times, dtype=np.float64) - grid[0]) / step).astype(np.int64)
+    return index, (index >= 0) & (index < len(grid))
+
+
 def place(times: Array, values: Array, grid: Array, step: float) -> Array:
     """Samples on the round's grid (NaN where a step has none); samples off the grid dropped."""
     out = np.full(len(grid), np.nan)
     if len(times) == 0:
         return out
-    index = np.rint((times - grid[0]) / step).astype(np.int64)
-    keep = (index >= 0) & (index < len(grid))
-    out[index[keep]] = values[keep]
+    index, keep = _steps(times, grid, step)
+    out[index[keep]] = np.asarray(values, dtype=np.float64)[keep]
     return out
+
+
+def _across(plan: ViewPlan, result: QueryResult, grid: Array, step: float) -> list[SeriesData]:
+    """The fleet view as its aggregation of the replica view's series: a sample whose value is
+    NaN is still a sample here (PromQL's `sum` of it is NaN), unlike on the frame's rows."""
+    if not result.series:
+        return []
+    values = np.full((len(result.series), len(grid)), np.nan)
+    present = np.zeros(values.shape, dtype=np.bool_)
+    for row, (_, times, samples) in enumerate(result.series):
+        index, keep = _steps(times, grid, step)
+        values[row, index[keep]] = np.asarray(samples, dtype=np.float64)[keep]
+        present[row, index[keep]] = True
+    out, some = aggregate(plan.across, values, present)
+    return [_sparse({}, out, grid, some)] if some.any() else []
 
 
 Rows = list[tuple[dict[str, str], Array]]
@@ -261,6 +293,9 @@ def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
     failed = next((r for r in read if r.error is not None), None)
     if failed is not None:
         return QueryResult(plan.query, [], warnings, failed.error, 0, failed.error_kind)
+    if plan.across:
+        series = _across(plan, read[0], arrays.grid, arrays.step)
+        return QueryResult(plan.query, series, warnings, None, 0, None)
     if plan.shape is None:
         only = read[0]
         return QueryResult(plan.query, only.series, warnings, None, 0, None, only.infos)

@@ -27,7 +27,21 @@ FLAVOURS = {
     "vllm": ROOT / "fixtures" / "kv-pressure-vllm-v1-raw.yaml",
     "vllm-mixed": ROOT / "fixtures" / "prefix-cache-miss-vllm-mixed-raw.yaml",
     "sglang": ROOT / "fixtures" / "traffic-burst-sglang-raw.yaml",
+    # GPU views aggregated again for the fleet (`signals.across`): DCGM's default counters (the
+    # throttle inferred from the SM clock, ECC from remapped rows), a tensor-parallel replica's
+    # NVLink and PCIe counters over several GPUs, and the stalled replicas counted.
+    "dcgm-default": ROOT / "fixtures" / "stack-dcgm-raw.yaml",
+    "nvlink-tp": ROOT / "fixtures" / "interconnect-fault-nvlink-tp-raw.yaml",
+    "stalled": ROOT / "fixtures" / "engine-stalled-ready-replica-raw.yaml",
 }
+ACROSS = {
+    "vllm": {"kv_usage_ratio/fleet", "gpu_temp_celsius/fleet", "gpu_xid/fleet", "replicas_stalled/fleet"},
+    "sglang": {"kv_usage_ratio/fleet", "replicas_stalled/fleet"},
+    "dcgm-default": {"gpu_throttle/fleet", "gpu_ecc_errors/fleet", "gpu_power_watts/fleet"},
+    "nvlink-tp": {"gpu_nvlink_errors/fleet", "gpu_pcie_replays/fleet"},
+    "stalled": {"replicas_stalled/fleet"},
+}
+"""Fleet views each fixture must answer from its replica view (at least these)."""
 
 
 def _points(result: QueryResult) -> dict[tuple[tuple[str, str], ...], dict[float, float]]:
@@ -57,19 +71,20 @@ def differences(ours: QueryResult, theirs: QueryResult) -> list[str]:
     return out
 
 
+Served = tuple[PrometheusSource, float, float, float, str]
+
+
 @pytest.fixture(scope="module", params=sorted(FLAVOURS))
-def served(request: pytest.FixtureRequest) -> Iterator[tuple[PrometheusSource, float, float, float]]:
+def served(request: pytest.FixtureRequest) -> Iterator[Served]:
     require_prometheus_binaries()
     frame = load_fixture(str(FLAVOURS[request.param])).frame
     text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
     with TemporaryPrometheus(text) as prometheus, PrometheusSource(prometheus.url, timeout=60) as source:
-        yield source, frame.end - frame.start, frame.end, frame.step
+        yield source, frame.end - frame.start, frame.end, frame.step, request.param
 
 
-def test_every_shaped_view_equals_prometheus_answer(
-    served: tuple[PrometheusSource, float, float, float],
-) -> None:
-    source, lookback, at, step = served
+def test_every_shaped_view_equals_prometheus_answer(served: Served) -> None:
+    source, lookback, at, step, flavour = served
     options = QueryOptions()
     plan = plan_round(resolve(load_catalog(), source.metric_names()), options)
     shaped = {
@@ -91,10 +106,15 @@ def test_every_shaped_view_equals_prometheus_answer(
     assert compared > 1000
     # Fewer queries than views: each histogram family is one query for all its quantiles and views.
     assert len(plan.queries) < len(plan.views)
+    across = {key for key, view in plan.views.items() if view.across}
+    assert ACROSS.get(flavour, set()) <= across, f"not derived: {ACROSS[flavour] - across}"
+    for key in across:
+        # The replica view's own query is what the fleet view reads: the round sends one, not two.
+        assert plan.views[key].reads == (plan.views[key.replace("/fleet", "/replica")].query,), key
 
 
-def test_the_comparison_catches_a_drift(served: tuple[PrometheusSource, float, float, float]) -> None:
-    source, lookback, at, step = served
+def test_the_comparison_catches_a_drift(served: Served) -> None:
+    source, lookback, at, step, _ = served
     spec = next(s for s in load_catalog().sources["ttft_p99_seconds"] if s.applies(source.metric_names()))
     view = view_plan("ttft_p99_seconds/fleet", spec, "fleet", QueryOptions())
     theirs = source.range_queries({"x": view.query}, at - lookback, at, step)["x"]
