@@ -28,7 +28,7 @@ the report and the errors read as before.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -335,6 +335,19 @@ def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
             if present.any():
                 out.append(_sparse(labels, values, grid, present))
     return QueryResult(plan.query, out, warnings, None, 0, None)
+
+
+def uncut(plan: Plan, answers: Mapping[str, QueryResult]) -> Plan:
+    """The plan with each fleet view whose replica answer the series cap cut asking its own query:
+    aggregated from a part of the replicas, it would read as the whole fleet."""
+    return Plan(
+        {
+            key: replace(view, reads=(view.query,), across="")
+            if view.across and view.reads[0] in answers and answers[view.reads[0]].capped
+            else view
+            for key, view in plan.views.items()
+        }
+    )
 
 
 def answer(

@@ -50,6 +50,11 @@ class QueryResult:
     def partial(self) -> bool:
         return bool(self.warnings)
 
+    @property
+    def capped(self) -> bool:
+        """Series were dropped by the series cap (`capped_warning`)."""
+        return any(w.startswith(CAPPED) for w in self.warnings)
+
 
 @dataclass(frozen=True)
 class ApiReply:
@@ -112,9 +117,12 @@ def load_reply(content: bytes) -> object:
     return json.loads(content, object_pairs_hook=_compact_series)
 
 
+CAPPED = "capped: "
+
+
 def capped_warning(kept: int, total: int) -> str:
     """The line a capped answer carries into the signal's status and the diagnosis."""
-    return f"capped: {kept} of {total} series (the first {kept} by labels kept, {total - kept} dropped)"
+    return f"{CAPPED}{kept} of {total} series (the first {kept} by labels kept, {total - kept} dropped)"
 
 
 def _parse_series(data: object) -> list[SeriesData]:

@@ -13,6 +13,10 @@ import numpy as np
 import pytest
 
 from signals.across import aggregate, aggregation_of
+from signals.catalog import QueryOptions, load_catalog, resolve
+from signals.plan import plan_round, uncut
+from signals.prometheus import QueryResult
+from signals.prometheus.replies import capped_warning
 
 R = 'max by (instance) (vllm:kv_cache_usage_perc{namespace="llm"})'
 E = "(rate(DCGM_FI_DEV_THERMAL_VIOLATION{}[5m]) > 0)"
@@ -72,3 +76,16 @@ def test_values_follow_promql() -> None:
     assert maxed is not None and math.isnan(maxed)  # ...unless every sample is NaN
     assert _run("min", rows)[:3] == [1.0, None, 5.0]
     assert _run("max", [[-math.inf, 1.0]]) == [-math.inf, 1.0]
+
+
+def test_a_fleet_view_asks_its_own_query_when_the_cap_cut_its_replica_answer() -> None:
+    """Aggregated from the first 2,000 replicas of 10,000, the fleet view would read as the whole."""
+    plan = plan_round(resolve(load_catalog(), {"vllm:kv_cache_usage_perc"}), QueryOptions())
+    fleet, replica = plan.views["kv_usage_ratio/fleet"], plan.views["kv_usage_ratio/replica"]
+    assert fleet.across == "avg" and fleet.reads == (replica.query,)
+    whole = {replica.query: QueryResult(replica.query, warnings=["some other warning"])}
+    assert uncut(plan, whole).views["kv_usage_ratio/fleet"] == fleet
+    cut = {replica.query: QueryResult(replica.query, warnings=[capped_warning(2000, 10_000)])}
+    own = uncut(plan, cut).views["kv_usage_ratio/fleet"]
+    assert own.reads == (fleet.query,) and not own.across
+    assert uncut(plan, cut).views["kv_usage_ratio/replica"] == replica
