@@ -18,7 +18,7 @@ from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, re
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
-from signals.plan import Plan, answer, place, plan_round, round_grid, uncut
+from signals.plan import Plan, answer, place, plan_round, round_grid, unshared
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.recorded import read_recorded, recorded_plans
 from signals.timeparse import format_instant
@@ -249,9 +249,9 @@ def fetch_frame(
     results = read_recorded(recorded, answers, grid[0], grid[-1])
     read_recorded_views = set(results)
     # Everything else raw, the recorded views found absent or stale with it, and the fleet
-    # views whose replica answer the series cap cut on their own (a second round for those
+    # views whose replica answer failed or was capped on their own (a second round for those
     # of their queries the first did not send).
-    raw = uncut(Plan({key: view for key, view in plan.views.items() if key not in results}), answers)
+    raw = unshared(Plan({key: view for key, view in plan.views.items() if key not in results}), answers)
     missing = [q for q in raw.queries if q not in answers]
     if missing:
         answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step))

@@ -337,13 +337,19 @@ def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
     return QueryResult(plan.query, out, warnings, None, 0, None)
 
 
-def uncut(plan: Plan, answers: Mapping[str, QueryResult]) -> Plan:
-    """The plan with each fleet view whose replica answer the series cap cut asking its own query:
-    aggregated from a part of the replicas, it would read as the whole fleet."""
+def unshared(plan: Plan, answers: Mapping[str, QueryResult]) -> Plan:
+    """The plan with each fleet view computed from a replica answer that failed, or that the
+    series cap cut, asking its own query instead: the fleet's one series may still be read where
+    the replicas' could not, and aggregated from part of the replicas it would read as the
+    whole fleet."""
+
+    def lacking(result: QueryResult | None) -> bool:
+        return result is not None and (result.error is not None or result.capped)
+
     return Plan(
         {
             key: replace(view, reads=(view.query,), across="")
-            if view.across and view.reads[0] in answers and answers[view.reads[0]].capped
+            if view.across and lacking(answers.get(view.reads[0]))
             else view
             for key, view in plan.views.items()
         }

@@ -14,7 +14,7 @@ import pytest
 
 from signals.across import aggregate, aggregation_of
 from signals.catalog import QueryOptions, load_catalog, resolve
-from signals.plan import plan_round, uncut
+from signals.plan import plan_round, unshared
 from signals.prometheus import QueryResult
 from signals.prometheus.replies import capped_warning
 
@@ -78,14 +78,15 @@ def test_values_follow_promql() -> None:
     assert _run("max", [[-math.inf, 1.0]]) == [-math.inf, 1.0]
 
 
-def test_a_fleet_view_asks_its_own_query_when_the_cap_cut_its_replica_answer() -> None:
-    """Aggregated from the first 2,000 replicas of 10,000, the fleet view would read as the whole."""
+def test_a_fleet_view_asks_its_own_query_when_its_replica_answer_failed_or_was_capped() -> None:
+    """Aggregated from the first 2,000 replicas of 10,000, the fleet view would read as the whole;
+    where the replicas' query failed, the fleet's one series may still be read."""
     plan = plan_round(resolve(load_catalog(), {"vllm:kv_cache_usage_perc"}), QueryOptions())
     fleet, replica = plan.views["kv_usage_ratio/fleet"], plan.views["kv_usage_ratio/replica"]
     assert fleet.across == "avg" and fleet.reads == (replica.query,)
     whole = {replica.query: QueryResult(replica.query, warnings=["some other warning"])}
-    assert uncut(plan, whole).views["kv_usage_ratio/fleet"] == fleet
+    assert unshared(plan, whole).views["kv_usage_ratio/fleet"] == fleet
     cut = {replica.query: QueryResult(replica.query, warnings=[capped_warning(2000, 10_000)])}
-    own = uncut(plan, cut).views["kv_usage_ratio/fleet"]
+    own = unshared(plan, cut).views["kv_usage_ratio/fleet"]
     assert own.reads == (fleet.query,) and not own.across
-    assert uncut(plan, cut).views["kv_usage_ratio/replica"] == replica
+    assert unshared(plan, cut).views["kv_usage_ratio/replica"] == replica
