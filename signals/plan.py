@@ -194,9 +194,9 @@ def place(times: Array, values: Array, grid: Array, step: float) -> Array:
     return out
 
 
-def _across(plan: ViewPlan, result: QueryResult, grid: Array, step: float) -> list[SeriesData]:
-    """The fleet view as its aggregation of the replica view's series: a sample whose value is
-    NaN is still a sample here (PromQL's `sum` of it is NaN), unlike on the frame's rows."""
+def _across(op: str, result: QueryResult, grid: Array, step: float) -> list[SeriesData]:
+    """The fleet view as the aggregation `op` of the replica view's series: a sample whose value
+    is NaN is still a sample here (PromQL's `sum` of it is NaN), unlike on the frame's rows."""
     if not result.series:
         return []
     values = np.full((len(result.series), len(grid)), np.nan)
@@ -205,7 +205,7 @@ def _across(plan: ViewPlan, result: QueryResult, grid: Array, step: float) -> li
         index, keep = _steps(times, grid, step)
         values[row, index[keep]] = np.asarray(samples, dtype=np.float64)[keep]
         present[row, index[keep]] = True
-    out, some = aggregate(plan.across, values, present)
+    out, some = aggregate(op, values, present)
     return [_sparse({}, out, grid, some)] if some.any() else []
 
 
@@ -294,8 +294,8 @@ def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
     if failed is not None:
         return QueryResult(plan.query, [], warnings, failed.error, 0, failed.error_kind)
     if plan.across:
-        series = _across(plan, read[0], arrays.grid, arrays.step)
-        return QueryResult(plan.query, series, warnings, None, 0, None)
+        series = _across(plan.across, read[0], arrays.grid, arrays.step)
+        return QueryResult(plan.query, series, warnings, None, 0, None, read[0].infos)
     if plan.shape is None:
         only = read[0]
         return QueryResult(plan.query, only.series, warnings, None, 0, None, only.infos)
