@@ -4,20 +4,22 @@ On the same data as `bench.live` (its raw vLLM V1 + DCGM + kube-state-metrics fl
 `--replicas` replicas, backfilled into a temporary Prometheus; generated into bench/out on
 first use), the round a live diagnosis sends (`signals.plan.plan_round`, the per-replica
 histograms its checks read) is sent one query at a time over the diagnosis' window (2 h at
-a 30 s step). Each query is run once to warm Prometheus's caches, then measured: the
-Prometheus process's CPU seconds (utime + stime from /proc), the wall time, the series and
-points it answers, and the views that read it (`signal/view`). Heaviest first, with the
+a 30 s step). Each query is run once to warm Prometheus's caches, then measured `--runs`
+times (the median kept: a single run of one query moves by half its cost): the Prometheus
+process's CPU seconds (utime + stime from /proc), the wall time, the series and points it
+answers, and the views that read it (`signal/view`). Heaviest first, with the
 total and the share of the per-replica reads (a view per replica, or a histogram's buckets
 by replica).
 
 The sum over queries alone is close to a whole round's cost (`bench.live`), which sends them
 concurrently; it says which reads a cheaper round must change.
-Run: python -m bench.live_queries [--replicas 200] [--top 20]
+Run: python -m bench.live_queries [--replicas 200] [--top 20] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -41,14 +43,18 @@ def plan_of(source: PrometheusSource, at: float) -> Plan:
     return plan_round(resolutions, options, replica_reads(load_graph().knowledge))
 
 
-def measure_each(source: PrometheusSource, pid: int, plan: Plan, at: float) -> list[Measured]:
+def measure_each(source: PrometheusSource, pid: int, plan: Plan, at: float, runs: int) -> list[Measured]:
     rows: list[Measured] = []
     for query in plan.queries:
         source.range_queries({query: query}, at - LOOKBACK, at, STEP)  # warm
-        c0, t0 = cpu_seconds(pid), time.perf_counter()
-        answer = source.range_queries({query: query}, at - LOOKBACK, at, STEP)[query]
-        wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - c0
-        assert answer.error is None, f"{query}: {answer.error}"
+        cpus, walls = [], []
+        for _ in range(runs):
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            answer = source.range_queries({query: query}, at - LOOKBACK, at, STEP)[query]
+            walls.append(time.perf_counter() - t0)
+            cpus.append(cpu_seconds(pid) - c0)
+            assert answer.error is None, f"{query}: {answer.error}"
+        cpu, wall = statistics.median(cpus), statistics.median(walls)
         points = sum(len(times) for _, times, _ in answer.series)
         views = tuple(key for key, view in plan.views.items() if query in view.reads)
         rows.append((cpu, wall, len(answer.series), points, query, views))
@@ -66,6 +72,7 @@ def main() -> int:
     )
     parser.add_argument("--replicas", type=int, default=200, help="fleet size (default 200)")
     parser.add_argument("--top", type=int, default=20, help="queries listed, heaviest first (default 20)")
+    parser.add_argument("--runs", type=int, default=3, help="measured runs of each query (default 3)")
     args = parser.parse_args()
     data, at, samples = openmetrics(args.replicas)
     with TemporaryPrometheus(data, startup_timeout=3600) as prometheus:
@@ -73,12 +80,12 @@ def main() -> int:
         assert pid is not None
         with PrometheusSource(prometheus.url, timeout=120.0) as source:
             plan = plan_of(source, at)
-            rows = measure_each(source, pid, plan, at)
+            rows = measure_each(source, pid, plan, at, args.runs)
     total = sum(r[0] for r in rows)
     replica = sum(r[0] for r in rows if per_replica(r))
     print(
         f"{args.replicas} replicas, {samples:,} samples; {len(rows)} queries, one at a time, "
-        f"over {LOOKBACK / 3600:g} h at {STEP:g} s"
+        f"over {LOOKBACK / 3600:g} h at {STEP:g} s, median of {args.runs}"
     )
     print(
         f"Prometheus CPU, all queries: {total:.2f} s; "
