@@ -27,7 +27,8 @@ from bench.big_fixture import PATH, fresh_runs
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import json, resource, statistics, sys, time
+import json, statistics, sys, time
+from bench.procstat import peak_rss_mb
 from signals.fixture import load_fixture
 from triage.sources import load_graph
 from triage.core.walk import diagnose
@@ -50,7 +51,7 @@ for i in range(20):
 t0 = time.perf_counter()
 steps = timeline(graph, frame, "tpot_slow", 60.0)
 replay = time.perf_counter() - t0
-rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss_mb = peak_rss_mb()
 values = sum(int((s.values == s.values).sum()) for s in frame.series)
 print(json.dumps({"load": load, "first": first, "warm": statistics.median(warm), "replay": replay,
                   "steps": len(steps), "rss_mb": rss_mb, "top": d.causes[0].cause if d.causes else None,

@@ -164,13 +164,13 @@ def diagnosis(url: str, at: float) -> tuple[str | None, FetchReport]:
 
 
 CHILD = """
-import json, sys, time, resource
+import json, sys, time
 t0 = time.perf_counter()
 from bench.live import diagnosis
+from bench.procstat import peak_rss_mb
 top, report = diagnosis(sys.argv[1], float(sys.argv[2]))
 wall = time.perf_counter() - t0
-print(json.dumps({"wall": wall, "top": top, "requests": report.http_requests,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"wall": wall, "top": top, "requests": report.http_requests, "rss_mb": peak_rss_mb()}))
 """
 
 

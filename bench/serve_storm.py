@@ -48,6 +48,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.big_fixture import kv_pressure
+from bench.procstat import peak_rss_mb
 from bench.storm_client import build_storm, episodes, post_storm
 from signals.fixture import load_fixture
 from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
@@ -75,13 +76,6 @@ def build() -> Path:
     kv_pressure(f, "2h20m")
     write_raw(f, str(RAW), "bench-serve-storm-raw", "tpot_slow", expect={"cause": "kv_pressure"})
     return RAW
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def descendants(pid: int) -> list[int]:
