@@ -19,15 +19,14 @@ Run: python -m bench.live_queries [--replicas 200] [--top 20] [--runs 3]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
+from typing import cast
 
-from bench.live import LOOKBACK, STEP, cpu_seconds, openmetrics
+from bench.live import LOOKBACK, STEP, measure, openmetrics
 from signals.catalog import QueryOptions, load_catalog
 from signals.live import resolve_scoped
 from signals.plan import Plan, plan_round
-from signals.prometheus import PrometheusSource
+from signals.prometheus import PrometheusSource, QueryResult
 from signals.tempprom import TemporaryPrometheus
 from triage.core.reads import replica_reads
 from triage.sources import load_graph
@@ -46,15 +45,15 @@ def plan_of(source: PrometheusSource, at: float) -> Plan:
 def measure_each(source: PrometheusSource, pid: int, plan: Plan, at: float, runs: int) -> list[Measured]:
     rows: list[Measured] = []
     for query in plan.queries:
-        source.range_queries({query: query}, at - LOOKBACK, at, STEP)  # warm
-        cpus, walls = [], []
-        for _ in range(runs):
-            c0, t0 = cpu_seconds(pid), time.perf_counter()
+
+        def ask(query: str = query) -> QueryResult:
             answer = source.range_queries({query: query}, at - LOOKBACK, at, STEP)[query]
-            walls.append(time.perf_counter() - t0)
-            cpus.append(cpu_seconds(pid) - c0)
             assert answer.error is None, f"{query}: {answer.error}"
-        cpu, wall = statistics.median(cpus), statistics.median(walls)
+            return answer
+
+        ask()  # warm
+        cpu, wall, last = measure(pid, runs, ask)
+        answer = cast(QueryResult, last)
         points = sum(len(times) for _, times, _ in answer.series)
         views = tuple(key for key, view in plan.views.items() if query in view.reads)
         rows.append((cpu, wall, len(answer.series), points, query, views))
