@@ -1,9 +1,10 @@
 """Raw replay: a fixture of exporter series, answered by a real Prometheus through the catalog.
 
-The raw series go out as OpenMetrics, are backfilled with `promtool tsdb create-blocks-from
-openmetrics` into a temporary folder, and a temporary Prometheus on a free loopback port
-serves them; the catalog then runs through exactly the code path of a live diagnosis
-(`signals.live.fetch_frame`), and the Prometheus is stopped. What comes back is the same
+A temporary Prometheus on a free loopback port is started empty and the raw series are
+written into it through its remote-write receiver (`signals.remotewrite`: about a third of
+the time promtool's backfill of the same samples takes, and answered alike). The catalog
+then runs through exactly the code path of a live diagnosis (`signals.live.fetch_frame`),
+and the Prometheus is stopped. What comes back is the same
 fixture with a signal-level frame, ready for the walk.
 
 A raw fixture that names its fleet (`expect.fleet`, or `fleet:` at the top) is replayed as
@@ -11,13 +12,14 @@ a live `--fleet` is read: the fleets are discovered on the temporary Prometheus 
 exporter's queries are scoped to that one, so another fleet's trouble in the same
 recording never becomes its cause.
 
-The server is a `TemporaryPrometheus` unless the caller gives another factory of the same
-shape (the OpenMetrics text in, a context manager with `.url` out): the tests replay the
-same fixtures through VictoriaMetrics that way.
+The server is `pushed_prometheus` unless the caller gives another factory of the same
+shape (the series in, a context manager with `.url` out): the tests replay the same
+fixtures through VictoriaMetrics that way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Protocol
@@ -28,9 +30,10 @@ from signals.fixturefleet import FixtureFleet, fleet_labels, select_fleet
 from signals.fleets import discover
 from signals.fleets.inventory import fetch_inventory
 from signals.fleets.scope import scoped_options
+from signals.gridseries import OpenMetricsSeries
 from signals.live import FetchReport, fetch_frame
 from signals.prometheus import PrometheusSource
-from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.tempprom import TemporaryPrometheus
 
 REPLAY_TIMEOUT = 60.0
 
@@ -43,11 +46,18 @@ class ReplayServer(Protocol):
 
 
 class ReplayServerFactory(Protocol):
-    """A server over OpenMetrics text; `lookback_delta`: how long a series outlives its last sample."""
+    """A server over the series; `lookback_delta`: how long a series outlives its last sample."""
 
     def __call__(
-        self, openmetrics: str | None, *, lookback_delta: float | None
+        self, series: Sequence[OpenMetricsSeries], *, lookback_delta: float | None
     ) -> AbstractContextManager[ReplayServer]: ...
+
+
+def pushed_prometheus(
+    series: Sequence[OpenMetricsSeries], *, lookback_delta: float | None
+) -> TemporaryPrometheus:
+    """A temporary Prometheus that is given the series over remote write once it is up."""
+    return TemporaryPrometheus(series=series, lookback_delta=lookback_delta)
 
 
 def names_a_fleet(fixture: Fixture) -> bool:
@@ -60,15 +70,15 @@ def replay_raw(
     catalog: Catalog,
     options: QueryOptions | None = None,
     *,
-    server: ReplayServerFactory = TemporaryPrometheus,
+    server: ReplayServerFactory = pushed_prometheus,
 ) -> tuple[Fixture, FetchReport]:
     """The fixture with its raw series turned into signals by a temporary Prometheus (scoped to
     the fleet it names, which the returned fixture then records)."""
     frame = fixture.frame
-    text = to_openmetrics((s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series)
+    series = [(s.signal, dict(s.labels), s.values, frame.start, frame.step) for s in frame.series]
     options = options or QueryOptions()
     record = fixture.fleet
-    with server(text, lookback_delta=2 * frame.step) as prometheus:
+    with server(series, lookback_delta=2 * frame.step) as prometheus:
         source = PrometheusSource(prometheus.url, timeout=REPLAY_TIMEOUT)
         lookback = frame.end - frame.start
         if names_a_fleet(fixture):

@@ -21,7 +21,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import signal
 import socket
@@ -39,19 +38,13 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.errors import SignalError
+from signals.gridseries import OpenMetricsSeries, checked_series
+from signals.remotewrite import push
 
 _LOG = logging.getLogger(__name__)
 
-OpenMetricsSeries = tuple[str, Mapping[str, str], Sequence[float] | npt.NDArray[np.float64], float, float]
-"""(metric name, labels, values with NaN for "no sample", start epoch seconds, step seconds).
-
-Values may be a list or a float64 array (a `SignalFrame` row), so frames need no copy.
-"""
-
 MISSING_BINARIES = "prometheus/promtool not found: install the Debian package `prometheus`"
 
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _LOG_TAIL_LINES = 15
 
 
@@ -120,19 +113,7 @@ def to_openmetrics(series: Iterable[OpenMetricsSeries]) -> str:
     """
     families: dict[str, list[tuple[npt.NDArray[np.int64], int, list[str]]]] = {}
     grids: dict[tuple[float, float, int], tuple[npt.NDArray[np.int64], list[str]]] = {}
-    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    for index, (name, labels, values, start, step) in enumerate(series):
-        if not _METRIC_NAME.match(name):
-            raise ValueError(f"invalid metric name {name!r}")
-        if not (step > 0 and math.isfinite(step)):
-            raise ValueError(f"{name}: step must be a positive number of seconds, got {step!r}")
-        for label in labels:
-            if not _LABEL_NAME.match(label) or label.startswith("__"):
-                raise ValueError(f"{name}: invalid label name {label!r}")
-        key = (name, tuple(sorted(labels.items())))
-        if key in seen:
-            raise ValueError(f"{name}{dict(labels)}: the same series is given twice")
-        seen.add(key)
+    for index, (name, labels, values, start, step) in enumerate(checked_series(series)):
         rendered = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(labels.items()))
         selector = f"{name}{{{rendered}}}" if rendered else name
         array = np.asarray(values, dtype=np.float64)
@@ -341,7 +322,9 @@ class TemporaryPrometheus(TemporaryServer):
     """A real Prometheus over backfilled data, for one `with` block.
 
     `openmetrics` is the text from `to_openmetrics`, or a path to a file of it (a large
-    fleet's, written in pieces), or None for an empty server;
+    fleet's, written in pieces), or None for an empty server; `series` are written once it
+    is up, through its remote-write receiver (`signals.remotewrite`), which costs a
+    fraction of promtool's backfill of the same samples (raw replay goes that way);
     `rule_files` are passed in the config as given. `scrape_configs` are jobs in the form
     of Prometheus' configuration file (none by default: a replay scrapes nothing), written
     as JSON, which YAML reads as is. On enter: a temp dir, promtool
@@ -363,8 +346,10 @@ class TemporaryPrometheus(TemporaryServer):
         stop_timeout: float = 10.0,
         lookback_delta: float | None = None,
         scrape_configs: Sequence[Mapping[str, object]] = (),
+        series: Iterable[OpenMetricsSeries] | None = None,
     ) -> None:
         self._openmetrics = openmetrics
+        self._series = series
         self._scrape_configs = [dict(job) for job in scrape_configs]
         self._lookback_delta = lookback_delta
         self._rule_files = [str(Path(p).resolve()) for p in rule_files]
@@ -382,6 +367,8 @@ class TemporaryPrometheus(TemporaryServer):
             elif self._openmetrics is not None and self._openmetrics.strip() not in ("", "# EOF"):
                 self._backfill(promtool, data)
             self._launch(prometheus)
+            if self._series is not None:
+                push(self.url, self._series, timeout=max(self._startup_timeout, 60.0))
         except BaseException:
             self.stop()
             raise
@@ -434,6 +421,8 @@ class TemporaryPrometheus(TemporaryServer):
                 f"--storage.tsdb.path={data}",
                 "--storage.tsdb.retention.time=100y",
                 f"--web.listen-address=127.0.0.1:{port}",
+                # Loopback only, and how `series` get in.
+                "--web.enable-remote-write-receiver",
             ]
             if self._lookback_delta is not None:
                 # Backfilled blocks carry no staleness markers; a short lookback makes a series

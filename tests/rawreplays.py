@@ -1,9 +1,9 @@
 """Each bundled raw fixture replayed and diagnosed once per engine for the whole session.
 
-A raw replay backfills a fixture's exporter series into a real server, which costs seconds;
+A raw replay writes a fixture's exporter series into a real server, which costs a second;
 `tests/test_raw_fixtures.py` checks every replay and `tests/test_metamorphic.py` transforms
 the Prometheus ones, so both read them from here (the `raw_replays` session fixture of
-`tests/conftest.py`) and no fixture is backfilled twice on one engine.
+`tests/conftest.py`) and no fixture is replayed twice on one engine.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from vmserver import require_engine, temporary_engine
+from vmserver import replay_engine, require_engine
 
 from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
@@ -67,7 +67,7 @@ class RawReplays:
             raw = self._raw.get(key[1]) or load_fixture(str(path))
             assert raw.level == "raw", f"{path.name} is not a raw fixture"
             self._raw[key[1]] = raw
-            signals, report = replay_raw(raw, self._catalog, server=partial(temporary_engine, engine))
+            signals, report = replay_raw(raw, self._catalog, server=partial(replay_engine, engine))
             symptom, source = fixture_symptom(signals, None, self._graph.knowledge)
             diagnosis = diagnose(self._graph, signals.frame, symptom, signals.at, source=source)
             self._done[key] = Replayed(raw, signals, report, diagnosis)

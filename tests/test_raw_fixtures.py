@@ -3,7 +3,7 @@
 Every `level: raw` fixture in fixtures/ holds exporter series (vLLM, SGLang, DCGM,
 kube-state-metrics, and in some the kubelet's prober and the edge in front of the
 engines, whose own sources are checked in tests/test_edge_fixtures.py).
-`signals.rawreplay.replay_raw` backfills them into a temporary Prometheus and evaluates
+`signals.rawreplay.replay_raw` writes them into a temporary Prometheus and evaluates
 the signal catalog's PromQL on them; the resulting signal frame is diagnosed like any
 other. A raw fixture named `X-raw` has a signal-level twin `X`
 (written from the same Fleet by tools/incidents_raw.py): the raw replay must satisfy the
@@ -25,7 +25,7 @@ under CI=true).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,8 +36,11 @@ from rawreplays import RawReplays, Replayed, bundled_raw
 from stackexports import TGI, TRITON, TRTLLM
 from vmserver import ENGINES
 
+from signals.catalog import load_catalog
 from signals.fixture import Fixture, load_fixture
-from signals.rawreplay import names_a_fleet
+from signals.gridseries import OpenMetricsSeries
+from signals.rawreplay import names_a_fleet, replay_raw
+from signals.tempprom import TemporaryPrometheus, to_openmetrics
 from triage.core.graph import TriageGraph
 from triage.core.model import Diagnosis
 from triage.core.walk import diagnose
@@ -360,6 +363,44 @@ def test_both_engines_reach_the_same_diagnosis(path: Path, replayed: Callable[[s
     assert (victoriametrics.onset is None) == (prometheus.onset is None)
     if prometheus.onset is not None and victoriametrics.onset is not None:
         assert abs(victoriametrics.onset - prometheus.onset) <= RATE_WINDOW
+
+
+def _backfilled(series: Sequence[OpenMetricsSeries], *, lookback_delta: float | None) -> TemporaryPrometheus:
+    """Raw replay's server as it was before remote write: the series backfilled by promtool."""
+    return TemporaryPrometheus(to_openmetrics(series), lookback_delta=lookback_delta)
+
+
+ULP_TOLERANCE = 1e-12
+"""How far two answers of one Prometheus over the same samples may be apart, relative and
+absolute: a range query aggregates a binary operation's series in Go's map order, which
+changes from run to run, so an `avg` of six ratios moves in its last bit even on one server
+asked twice, and a share computed as a difference of such sums lands a few 1e-16 off zero."""
+
+
+@pytest.mark.parametrize("path", BOTH, ids=[p.stem for p in BOTH])
+def test_remote_write_replays_what_the_backfill_replays(
+    path: Path, replayed: Callable[[str, Path], Replayed], graph: TriageGraph
+) -> None:
+    """The series written over remote write give the frame that the same series backfilled by
+    promtool give (the same series, gaps and values to Prometheus's own last-bit noise) and
+    the same diagnosis, on one fixture of each exporter flavour."""
+    require_prometheus_binaries()
+    pushed = replayed("prometheus", path)
+    backfilled, _ = replay_raw(pushed.raw, load_catalog(), server=_backfilled)
+    mine, theirs = pushed.signals.frame, backfilled.frame
+    assert np.array_equal(mine.times, theirs.times)
+    assert [(s.signal, s.labels) for s in mine.series] == [(s.signal, s.labels) for s in theirs.series]
+    for a, b in zip(mine.series, theirs.series, strict=True):
+        assert np.array_equal(np.isnan(a.values), np.isnan(b.values)), (a.signal, a.labels)
+        assert np.allclose(a.values, b.values, rtol=ULP_TOLERANCE, atol=ULP_TOLERANCE, equal_nan=True), (
+            a.signal,
+            a.labels,
+        )
+    assert pushed.signals.fleet == backfilled.fleet
+    symptom, source = fixture_symptom(backfilled, None, graph.knowledge)
+    again = diagnose(graph, backfilled.frame, symptom, backfilled.at, source=source)
+    assert conclusions(again) == conclusions(pushed.diagnosis)
+    assert again.onset == pushed.diagnosis.onset
 
 
 def test_capacity_measures_the_per_replica_rate_from_prometheus(capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,7 +54,9 @@ import pytest
 from promserver import require_prometheus_binaries
 
 from signals.errors import SignalError
-from signals.tempprom import TemporaryPrometheus, TemporaryServer
+from signals.gridseries import OpenMetricsSeries
+from signals.rawreplay import pushed_prometheus
+from signals.tempprom import TemporaryPrometheus, TemporaryServer, to_openmetrics
 
 BINARIES = ("victoria-metrics", "victoria-metrics-prod")
 MISSING_BINARY = "victoria-metrics not found: install the Debian package `victoria-metrics`"
@@ -290,3 +292,13 @@ def temporary_engine(
     if engine == "prometheus":
         return TemporaryPrometheus(openmetrics, lookback_delta=lookback_delta)
     raise ValueError(f"unknown engine {engine!r}; one of {ENGINES}")
+
+
+def replay_engine(
+    engine: str, series: Sequence[OpenMetricsSeries], *, lookback_delta: float | None = None
+) -> TemporaryPrometheus | TemporaryVictoriaMetrics:
+    """`temporary_engine` as raw replay's server factory: the series written the way each
+    engine takes them (Prometheus over remote write, VictoriaMetrics as imported text)."""
+    if engine == "prometheus":
+        return pushed_prometheus(series, lookback_delta=lookback_delta)
+    return temporary_engine(engine, to_openmetrics(series), lookback_delta=lookback_delta)

@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from promserver import require_prometheus_binaries
 
 from triage.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from triage.cli.main import main
@@ -83,6 +86,7 @@ def test_symptom_and_at_override(capsys: pytest.CaptureFixture[str]) -> None:
         (["replay", KV, "--every", "5s"], "shorter than the fixture's interval"),
         (["replay", KV, "--every", "often"], "--every:"),
         (["test", "no/such/dir"], "no such file or folder"),
+        (["test", KV, "--jobs", "0"], "--jobs: must be at least 1, got 0"),
         (["diagnose", "--fixture", KV, "--playbooks", "/nonexistent"], "no such playbook folder"),
     ],
 )
@@ -154,6 +158,43 @@ def test_test_command_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFix
         and "expected top cause routing_imbalance (not ranked), got kv_pressure" in out
     )
     assert "1 passed, 1 failed" in out
+
+
+def test_test_command_reports_the_same_whatever_the_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fixtures load in several processes and are reported in path order all the same: from the
+    command line (forked) and called in a process that runs threads (from a fork server)."""
+    require_prometheus_binaries()
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a-kv.yaml").write_text(Path(KV).read_text())
+    (folder / "b-raw.yaml").write_text((ROOT / "fixtures" / "stack-triton-raw.yaml").read_text())
+    (folder / "c-broken.yaml").write_text("name: broken\nlevel: [\n")
+    (folder / "d-wrong.yaml").write_text(
+        Path(KV)
+        .read_text()
+        .replace("cause: kv_pressure", "cause: routing_imbalance")
+        .replace("name: kv-pressure-long-context", "name: wrong-expectation")
+    )
+    (folder / "e-twice.yaml").write_text(Path(KV).read_text())
+
+    def lines(out: str) -> list[str]:
+        return [line for line in out.splitlines() if not line.endswith("s)")]
+
+    one = run("test", str(folder), "--jobs", "1")
+    two = run("test", str(folder), "--jobs", "2")
+    assert one.returncode == two.returncode == EXIT_FAILED, one.stderr + two.stderr
+    assert lines(two.stdout) == lines(one.stdout)
+    marks = [line.split()[0] for line in one.stdout.splitlines() if line[:1].isupper()]
+    assert marks == ["PASS", "PASS", "ERROR", "FAIL", "ERROR"], one.stdout
+    assert "b-raw.yaml  " in one.stdout and "is also used by" in one.stdout
+    assert "2 passed, 3 failed, 0 skipped" in one.stdout
+    sleeper = threading.Thread(target=time.sleep, args=(0.5,))
+    sleeper.start()
+    assert main(["test", str(folder), "--jobs", "2"]) == EXIT_FAILED
+    sleeper.join()
+    assert lines(capsys.readouterr().out) == lines(one.stdout)
 
 
 def test_test_command_reports_duplicate_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,6 +24,14 @@ def add_parser(sub: common.Subparsers) -> None:
     t.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
     t.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per fixture")
     t.add_argument("--scorecard", metavar="FILE", help="also write the accuracy scorecard (.md or .html)")
+    t.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="fixtures loaded at once, each raw one in its own temporary Prometheus "
+        "(default: the CPUs, at most 4); the output is in path order whatever N is",
+    )
     common.add_playbook_option(t)
 
 

@@ -6,18 +6,35 @@ fixture that names its fleet is replayed scoped to that fleet, and the line says
 folder given is a corpus, named after the folder, that the scorecard totals on its own (a
 file given directly belongs to its own folder's). The module is not named `test` so that no
 test collector takes it for a test file.
+
+Fixtures are loaded (a raw one replayed through its own temporary Prometheus) by `--jobs`
+processes at once: a load is mostly Python (the YAML, the series written into Prometheus,
+its answers read back) and threads would take turns on one interpreter. They are checked
+and reported one by one, in path order, in this process, so the output is the same whatever
+the number of jobs. The loading processes are forked from this one when it runs no other
+thread (the command line), which costs nothing; else (a test calling it in its own process)
+they come from a fresh fork server, since forking a process with threads can deadlock.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from signals.errors import InputError, InputErrors, SignalError
+from signals.fixture import Fixture
 from triage.cli import common
+from triage.core.graph import TriageGraph
+from triage.core.playbook import Knowledge
 from triage.core.walk import diagnose
 from triage.inputs import arguments as inputs
 from triage.replay import check_expect, fixture_symptom
@@ -48,6 +65,108 @@ def fixture_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
+def default_jobs() -> int:
+    """As many fixtures at once as there are CPUs, at most four (each raw one runs a Prometheus)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+_knowledge: Knowledge | None = None
+"""The playbooks' ids in a loading process, set once as it starts (`_adopt`), not sent per fixture."""
+
+
+def _adopt(kb: Knowledge) -> None:
+    global _knowledge
+    _knowledge = kb
+
+
+def _loaded(path: str) -> tuple[Fixture | str, float]:
+    """The checked (and, if raw, replayed) fixture, or what is wrong with it as text (which
+    crosses a process boundary where some error classes would not), and how long it took."""
+    assert _knowledge is not None, "_adopt() first"
+    t0 = time.perf_counter()
+    try:
+        found: Fixture | str = inputs.load_checked_fixture(path, _knowledge)
+    except (InputError, InputErrors, SignalError) as exc:
+        found = str(exc)
+    return found, time.perf_counter() - t0
+
+
+def _load_all(paths: Sequence[str], kb: Knowledge, jobs: int) -> Iterator[tuple[Fixture | str, float]]:
+    """`_loaded` of every path, in order: here when `jobs` is 1 (or there is one path), else in
+    that many processes."""
+    if jobs == 1 or len(paths) == 1:
+        _adopt(kb)
+        yield from map(_loaded, paths)
+        return
+    context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
+    workers = min(jobs, len(paths))
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_adopt, initargs=(kb,)) as pool:
+        try:
+            yield from pool.map(_loaded, paths)
+        except BrokenProcessPool:
+            raise SignalError(
+                "a process loading fixtures ended unexpectedly (out of memory, or killed); "
+                "run with --jobs 1 to see which fixture"
+            ) from None
+
+
+@dataclass
+class _Run:
+    """What `triage test` has found so far, fixture by fixture in path order."""
+
+    graph: TriageGraph
+    out: TextIO
+    quiet: bool
+    scorecard_steps: bool
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    names: dict[str, str] = field(default_factory=dict)
+    outcomes: list[FixtureOutcome] = field(default_factory=list)
+
+    def check(self, path: str, corpus: str, fixture: Fixture | str, took: float) -> None:
+        """One fixture's line (and its problems), counted; `fixture` is what is wrong with it
+        when it could not be loaded; `took` is how long loading it took."""
+        out = self.out
+        if isinstance(fixture, str):
+            self.failed += 1
+            self.outcomes.append(error_outcome(path, str(fixture), elapsed=took, corpus=corpus))
+            out.write(f"ERROR {path}\n")
+            for line in str(fixture).splitlines():
+                out.write(f"    {line}\n")
+            return
+        if fixture.name in self.names:
+            self.failed += 1
+            problem = f"name '{fixture.name}' is also used by {self.names[fixture.name]}"
+            self.outcomes.append(error_outcome(path, problem, name=fixture.name, corpus=corpus))
+            out.write(f"ERROR {path}\n    {problem}\n")
+            return
+        self.names[fixture.name] = path
+        if fixture.expect is None:
+            self.skipped += 1
+            if not self.quiet:
+                out.write(f"SKIP  {path} (no expect block)\n")
+            return
+        t0 = time.perf_counter()
+        symptom, source = fixture_symptom(fixture, None, self.graph.knowledge)
+        diagnosis = diagnose(self.graph, fixture.frame, symptom, fixture.at, source=source)
+        result = check_expect(diagnosis, fixture.expect)
+        steps = None if self.scorecard_steps else ()
+        took += time.perf_counter() - t0
+        self.outcomes.append(outcome_for(self.graph, fixture, diagnosis, steps, elapsed=took, corpus=corpus))
+        top = diagnosis.top.cause if diagnosis.top else "no cause"
+        of_fleet = f"  (fleet {fixture.fleet.name})" if fixture.fleet is not None else ""
+        if result.passed:
+            self.passed += 1
+            if not self.quiet:
+                out.write(f"PASS  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
+        else:
+            self.failed += 1
+            out.write(f"FAIL  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
+            for problem in result.problems:
+                out.write(f"    {problem}\n")
+
+
 def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     graph = inputs.graph_from_args(args)
     paths = fixture_paths(args.paths)
@@ -59,57 +178,24 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
             fmt = scorecard_format(args.scorecard)
         except ValueError as exc:
             raise common.UsageError(f"--scorecard: {exc}") from None
-    passed = failed = skipped = 0
-    names: dict[str, str] = {}
-    outcomes: list[FixtureOutcome] = []
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    if jobs < 1:
+        raise common.UsageError(f"--jobs: must be at least 1, got {jobs}")
+    run = _Run(graph, out, args.quiet, scorecard_steps=fmt is not None)
     started = time.perf_counter()
-    for path, corpus in paths:
-        t0 = time.perf_counter()
-        try:
-            fixture = inputs.load_checked_fixture(path, graph.knowledge)
-        except (InputError, InputErrors, SignalError) as exc:
-            failed += 1
-            outcomes.append(error_outcome(path, str(exc), elapsed=time.perf_counter() - t0, corpus=corpus))
-            out.write(f"ERROR {path}\n")
-            for line in str(exc).splitlines():
-                out.write(f"    {line}\n")
-            continue
-        if fixture.name in names:
-            failed += 1
-            problem = f"name '{fixture.name}' is also used by {names[fixture.name]}"
-            outcomes.append(error_outcome(path, problem, name=fixture.name, corpus=corpus))
-            out.write(f"ERROR {path}\n    {problem}\n")
-            continue
-        names[fixture.name] = path
-        if fixture.expect is None:
-            skipped += 1
-            if not args.quiet:
-                out.write(f"SKIP  {path} (no expect block)\n")
-            continue
-        symptom, source = fixture_symptom(fixture, None, graph.knowledge)
-        diagnosis = diagnose(graph, fixture.frame, symptom, fixture.at, source=source)
-        result = check_expect(diagnosis, fixture.expect)
-        steps = None if fmt else ()
-        took = time.perf_counter() - t0
-        outcomes.append(outcome_for(graph, fixture, diagnosis, steps, elapsed=took, corpus=corpus))
-        top = diagnosis.top.cause if diagnosis.top else "no cause"
-        of_fleet = f"  (fleet {fixture.fleet.name})" if fixture.fleet is not None else ""
-        if result.passed:
-            passed += 1
-            if not args.quiet:
-                out.write(f"PASS  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
-        else:
-            failed += 1
-            out.write(f"FAIL  {path}  {diagnosis.symptom} -> {top}{of_fleet}\n")
-            for problem in result.problems:
-                out.write(f"    {problem}\n")
+    loaded = _load_all([path for path, _ in paths], graph.knowledge, jobs)
+    for (path, corpus), (fixture, took) in zip(paths, loaded, strict=True):
+        run.check(path, corpus, fixture, took)
     elapsed = time.perf_counter() - started
+    outcomes = run.outcomes
     if args.junit:
         common.write_output(args.junit, render_junit(outcomes, elapsed), "--junit")
     if args.scorecard and fmt:
         common.write_output(args.scorecard, render_scorecard(outcomes, fmt, time.time()), "--scorecard")
-    out.write(f"\n{passed} passed, {failed} failed, {skipped} skipped without expect ({elapsed:.1f}s)\n")
+    out.write(
+        f"\n{run.passed} passed, {run.failed} failed, {run.skipped} skipped without expect ({elapsed:.1f}s)\n"
+    )
     if args.scorecard and outcomes:
         out.write(f"scorecard written to {args.scorecard}\n")
         out.writelines(f"  {line}\n" for line in summary_lines(outcomes))
-    return common.EXIT_FAILED if failed else common.EXIT_OK
+    return common.EXIT_FAILED if run.failed else common.EXIT_OK
