@@ -3,6 +3,7 @@ and what costs seconds to build, built once per session: the generated corpora a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,26 @@ def graph() -> TriageGraph:
 
 RAW_READERS = frozenset({"test_metamorphic", "test_raw_fixtures"})
 """The modules that read every bundled raw fixture's replay (`raw_replays`)."""
+SESSION_BUILT = RAW_READERS | {"test_generality"}
+"""The modules that read what is built once per session (`generated`, `raw_replays`)."""
+SESSION_BUILT_GROUP = "session-built"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the default, see pyproject.toml): a worker per CPU, at most four; each runs its
+    own servers and the service's tests start several processes of their own."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's `loadgroup`: every test file runs whole on one worker (its module's
+    servers are started once), and the files that read what is built once per session share
+    one worker, so it is built once in the run, not once per worker."""
+    for item in items:
+        module = getattr(getattr(item, "module", None), "__name__", "")
+        group = SESSION_BUILT_GROUP if module in SESSION_BUILT else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
