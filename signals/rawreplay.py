@@ -4,8 +4,8 @@ A temporary Prometheus on a free loopback port is started empty and the raw seri
 written into it through its remote-write receiver (`signals.remotewrite`: about a third of
 the time promtool's backfill of the same samples takes, and answered alike). The catalog
 then runs through exactly the code path of a live diagnosis (`signals.live.fetch_frame`),
-and the Prometheus is stopped. What comes back is the same
-fixture with a signal-level frame, ready for the walk.
+and the Prometheus is stopped. What comes back is the same fixture with a signal-level
+frame, ready for the walk.
 
 A raw fixture that names its fleet (`expect.fleet`, or `fleet:` at the top) is replayed as
 a live `--fleet` is read: the fleets are discovered on the temporary Prometheus and every

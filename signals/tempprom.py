@@ -3,11 +3,13 @@
 Raw replay (a fixture of exporter series such as `vllm:num_requests_running`) and the
 integration tests both need the *real* PromQL engine: `rate` over counter resets,
 `histogram_quantile` over `le` buckets and the 5-minute lookback are too subtle to
-re-implement. So the series are written as OpenMetrics text, turned into TSDB blocks
-by `promtool tsdb create-blocks-from openmetrics`, and served by a `prometheus`
-process on a free loopback port with no scrape targets, from a private temporary
-directory that is removed on exit whatever happened. A caller that needs a real scrape
-(the test cluster of `tools/cluster`) may give it scrape jobs instead.
+re-implement. So the series are either written as OpenMetrics text and turned into TSDB
+blocks by `promtool tsdb create-blocks-from openmetrics`, or written into the running server
+through its remote-write receiver (`signals.remotewrite`, what raw replay does: far cheaper
+for the same samples), and served by a `prometheus` process on a free loopback port with no
+scrape targets, from a private temporary directory that is removed on exit whatever
+happened. A caller that needs a real scrape (the test cluster of `tools/cluster`) may give
+it scrape jobs instead.
 
 Everything here is a `SignalError` when it fails, with what to install or the last
 lines of the process log, because the person reading it is replaying an incident,
@@ -329,8 +331,8 @@ class TemporaryPrometheus(TemporaryServer):
     of Prometheus' configuration file (none by default: a replay scrapes nothing), written
     as JSON, which YAML reads as is. On enter: a temp dir, promtool
     backfill, then `prometheus` on a free 127.0.0.1 port, waiting for `/-/ready` at most
-    `startup_timeout` seconds. On exit (also when entering fails): SIGTERM, SIGKILL after
-    `stop_timeout`, and the temp dir removed.
+    `startup_timeout` seconds, then the `series` written. On exit (also when entering
+    fails): SIGTERM, SIGKILL after `stop_timeout`, and the temp dir removed.
 
     Retention is 100y because Prometheus deletes blocks older than its retention at
     start, and recorded incidents are old. The port is found by binding port 0 and
