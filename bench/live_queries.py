@@ -23,7 +23,7 @@ import sys
 from typing import cast
 
 from bench.live import LOOKBACK, STEP, measure, openmetrics
-from signals.catalog import QueryOptions, load_catalog
+from signals.catalog import QueryOptions, load_catalog, render_views
 from signals.live import resolve_scoped
 from signals.plan import Plan, plan_round
 from signals.prometheus import PrometheusSource, QueryResult
@@ -39,7 +39,7 @@ def plan_of(source: PrometheusSource, at: float) -> Plan:
     """The round a live diagnosis would send at `at` over the benchmark's window."""
     options = QueryOptions()
     _, resolutions = resolve_scoped(load_catalog(), source, options, at - LOOKBACK, at)
-    return plan_round(resolutions, options, replica_reads(load_graph().knowledge))
+    return plan_round(render_views(resolutions, options), replica_reads(load_graph().knowledge))
 
 
 def measure_each(source: PrometheusSource, pid: int, plan: Plan, at: float, runs: int) -> list[Measured]:

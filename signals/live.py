@@ -1,8 +1,10 @@
 """A SignalFrame from a live Prometheus: resolve the catalog, fetch every signal in one round.
 
 One request asks which metric names exist; the catalog then resolves each signal to a
-source per view; every query of the round runs concurrently as a range query over the
-baseline and incident windows, within one deadline. A signal whose query fails is left
+source per view and renders each view once (`signals.catalog.render_views`); the plan
+(`signals.plan`) and the recorded series (`signals.recorded`) work from those renderings
+alone; every query of the round runs concurrently as a range query over the baseline and
+incident windows, within one deadline. A signal whose query fails is left
 out of the frame (so the diagnosis lists it as missing, never as zero) and its one-line
 reason is kept in the report.
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from signals.catalog import Catalog, QueryOptions, Resolution, Scope, render, resolve
+from signals.catalog import Catalog, QueryOptions, RenderedView, Resolution, Scope, render_views, resolve
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
@@ -66,15 +68,9 @@ class FetchReport:
         return out
 
 
-def build_queries(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, str]:
-    """`signal/replica` and `signal/fleet` -> PromQL, for every resolved view."""
-    queries: dict[str, str] = {}
-    for name, res in resolutions.items():
-        if res.replica is not None and res.replica.replica is not None:
-            queries[f"{name}/replica"] = render(res.replica.replica, options, res.replica.exporter)
-        if res.fleet is not None and res.fleet.fleet is not None:
-            queries[f"{name}/fleet"] = render(res.fleet.fleet, options, res.fleet.exporter)
-    return queries
+def build_queries(views: Mapping[str, RenderedView]) -> dict[str, str]:
+    """`signal/replica` and `signal/fleet` -> PromQL, for every rendered view."""
+    return {key: view.query for key, view in views.items()}
 
 
 def engine_names(
@@ -126,15 +122,10 @@ def stand_ins(resolutions: Mapping[str, Resolution]) -> dict[str, str]:
     return out
 
 
-def query_scopes(resolutions: dict[str, Resolution], options: QueryOptions) -> dict[str, Scope]:
+def query_scopes(views: Mapping[str, RenderedView]) -> dict[str, Scope]:
     """`signal/view` -> the scope its query was rendered with (its replica label, its renames,
     the exporter whose series it reads)."""
-    scopes: dict[str, Scope] = {}
-    for name, res in resolutions.items():
-        for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
-            if spec is not None:
-                scopes[f"{name}/{view}"] = replace(options.scope(spec.exporter), exporter=spec.exporter)
-    return scopes
+    return {key: view.scope for key, view in views.items()}
 
 
 def frame_from_results(
@@ -235,7 +226,8 @@ def fetch_frame(
     series turn out absent or stale are read from the raw catalog in a second round.
     """
     names, resolutions = resolve_scoped(catalog, prometheus, options, at - lookback, at)
-    plan = plan_round(resolutions, options, replica_histograms)
+    views = render_views(resolutions, options)
+    plan = plan_round(views, replica_histograms)
     if not plan.views:
         raise SignalError(
             f"{prometheus.url}: none of the catalog's metrics exist there "
@@ -243,7 +235,7 @@ def fetch_frame(
         )
     start = at - lookback
     grid = round_grid(start, at, step)
-    recorded = recorded_plans(resolutions, options, names, plan.views)
+    recorded = recorded_plans(views, names, plan.views)
     first = Plan({key: recorded.get(key, view) for key, view in plan.views.items()})
     answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step))
     results = read_recorded(recorded, answers, grid[0], grid[-1])
@@ -256,7 +248,7 @@ def fetch_frame(
     if missing:
         answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step))
     results.update(answer(raw, answers, grid, step))
-    scopes = query_scopes(resolutions, options)
+    scopes = query_scopes(views)
     frame, problems = frame_from_round(results, start, at, step, options, prometheus.url, scopes)
     frame = replace(frame, stand_ins=stand_ins(resolutions))
     statuses: dict[str, SignalStatus] = {}

@@ -19,6 +19,9 @@ here:
   `max(X)` beside `max by (instance, gpu) (X)`, `signals.across`): the replica view's
   query, aggregated here.
 
+The plan reads the views as `signals.catalog.render_views` filled them in (every text it
+sends comes from there), and fills in no template itself.
+
 Merging keeps the series that lack the replica label (Prometheus groups them under an empty
 value), so a fleet view computed here sums exactly what `sum(...)` would. A source written out
 as PromQL is otherwise sent as it is. Each view's answer keeps the PromQL it stands for, so
@@ -34,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.across import aggregate, aggregation_of
-from signals.catalog import QueryOptions, Resolution, SourceSpec, render
+from signals.catalog import RenderedView
 from signals.prometheus import QueryResult, SeriesData
 from signals.quantile import bucket_quantile, parse_le
 
@@ -74,54 +77,27 @@ class Plan:
         return list(dict.fromkeys(q for v in self.views.values() for q in v.reads))
 
 
-def _sum_template(expr: str, replica: bool, le: bool = False) -> str:
-    labels = [*(["le"] if le else []), *(["$replica"] if replica else [])]
-    return f"sum by ({', '.join(labels)}) ({expr})" if labels else f"sum({expr})"
-
-
-def view_plan(
-    key: str, spec: SourceSpec, view: str, options: QueryOptions, per_replica: bool | None = None
-) -> ViewPlan:
-    """The plan of one view of a resolved source.
+def view_plan(view: RenderedView, per_replica: bool | None = None) -> ViewPlan:
+    """The plan of one rendered view.
 
     `per_replica` False plans a shaped fleet view from the fleet's own sums even where the
     source has a per-replica view (a histogram whose per-replica quantiles nobody reads:
     its buckets summed by `le` alone are a few series, by replica hundreds).
     """
-    template = spec.replica if view == "replica" else spec.fleet
-    assert template is not None
-    query = render(template, options, spec.exporter)
+    key, query, spec = view.key, view.query, view.spec
     shape = spec.shape
     if shape is None:
-        if view == "fleet" and spec.replica is not None:
-            replica = render(spec.replica, options, spec.exporter)
-            op = aggregation_of(query, replica)
+        if view.replica_query is not None:
+            op = aggregation_of(query, view.replica_query)
             if op is not None:
-                return ViewPlan(key, query, (replica,), across=op)
+                return ViewPlan(key, query, (view.replica_query,), across=op)
         return ViewPlan(key, query, (query,))
     if per_replica is None or spec.replica is None:
         per_replica = spec.replica is not None
-    label = options.scope(spec.exporter).replica_label
-
-    def sent(expr: str, le: bool = False) -> str:
-        return render(_sum_template(expr, per_replica, le), options, spec.exporter)
-
-    if shape == "histogram":
-        assert spec.histogram is not None
-        # Per replica, the bucket rates are sent as they are and summed by (le, replica) here:
-        # Prometheus would spend as much again on that grouping as on the rates.
-        reads: tuple[str, ...] = (
-            (render(spec.histogram, options, spec.exporter),)
-            if per_replica
-            else (sent(spec.histogram, le=True),)
-        )
-    elif shape == "sum":
-        assert spec.sum is not None
-        reads = (sent(spec.sum),)
-    else:
-        assert spec.ratio is not None
-        reads = (sent(spec.ratio.numerator), sent(spec.ratio.denominator))
-    if shape == "sum" and view == "replica":
+    # Per replica, a histogram's bucket rates are sent as they are and summed by (le, replica)
+    # here: Prometheus would spend as much again on that grouping as on the rates.
+    reads = view.shaped_reads[per_replica]
+    if shape == "sum" and view.view == "replica":
         # The per-replica sum IS the query sent: answered as it is.
         return ViewPlan(key, query, reads)
     return ViewPlan(
@@ -129,45 +105,34 @@ def view_plan(
         query,
         reads,
         shape=shape,
-        replica_label=label if per_replica else "",
+        replica_label=view.scope.replica_label if per_replica else "",
         quantile=spec.quantile,
         round_to=spec.round_to,
-        merge=view == "fleet" and per_replica,
+        merge=view.view == "fleet" and per_replica,
     )
 
 
-def plan_round(
-    resolutions: Mapping[str, Resolution],
-    options: QueryOptions,
-    replica_histograms: Collection[str] | None = None,
-) -> Plan:
-    """Every resolved view of every signal, planned.
+def plan_round(views: Mapping[str, RenderedView], replica_histograms: Collection[str] | None = None) -> Plan:
+    """Every rendered view of every signal (`signals.catalog.render_views`), planned.
 
     `replica_histograms`, when given, names the histogram signals whose per-replica views
     are wanted; the others are planned for the fleet alone (their per-replica buckets are
     most of what Prometheus would otherwise encode). None: every view.
     """
     per_replica_families = {
-        render(spec.histogram, options, spec.exporter)
-        for name, res in resolutions.items()
-        if (spec := res.replica) is not None and spec.histogram is not None
-        if replica_histograms is None or name in replica_histograms
+        view.histogram
+        for view in views.values()
+        if view.view == "replica" and view.histogram is not None
+        if replica_histograms is None or view.signal in replica_histograms
     }
-    views: dict[str, ViewPlan] = {}
-    for name, res in resolutions.items():
-        for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
-            if spec is None or (spec.replica if view == "replica" else spec.fleet) is None:
-                continue
-            # A family fetched per replica for one signal serves all its quantiles at no cost.
-            wanted = (
-                spec.histogram is None
-                or render(spec.histogram, options, spec.exporter) in per_replica_families
-            )
-            if view == "replica" and not wanted:
-                continue
-            key = f"{name}/{view}"
-            views[key] = view_plan(key, spec, view, options, per_replica=None if wanted else False)
-    return Plan(views)
+    planned: dict[str, ViewPlan] = {}
+    for key, view in views.items():
+        # A family fetched per replica for one signal serves all its quantiles at no cost.
+        wanted = view.histogram is None or view.histogram in per_replica_families
+        if view.view == "replica" and not wanted:
+            continue
+        planned[key] = view_plan(view, per_replica=None if wanted else False)
+    return Plan(planned)
 
 
 # ------------------------------------------------------------------ computing the views

@@ -27,28 +27,13 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from signals.catalog import QueryOptions, Resolution, render
+from signals.catalog import RenderedView
 from signals.plan import ViewPlan
 from signals.prometheus import QueryResult, SeriesData
 
 RECORD_PREFIX = "triage:"
 REPLICA_SUFFIX = ":replica"
 UNRECORDED_EXPORTERS = frozenset({"kube_endpoint"})
-_REPLICA_GROUPING = re.compile(r"\bby\s*\(([^()]*\$replica[^()]*)\)")
-_OUTER_GROUPING = re.compile(r"^\W*[a-z_]+\s+by\s*\(([^()]*)\)")
-
-
-def grouping(template: str, view: str, replica_label: str) -> tuple[str, ...]:
-    """The labels a view's answer carries: those its aggregation naming `$replica` groups by per
-    replica, the outermost one's for the fleet (none without a `by`); never `le`, which a
-    quantile consumes."""
-    found = (_REPLICA_GROUPING.search if view == "replica" else _OUTER_GROUPING.match)(template)
-    if found is None:
-        return ()
-    labels = (label.strip() for label in found.group(1).split(","))
-    return tuple(
-        replica_label if label == "$replica" else label for label in labels if label not in ("", "le")
-    )
 
 
 def record_name(signal: str, view: str) -> str:
@@ -57,31 +42,23 @@ def record_name(signal: str, view: str) -> str:
 
 
 def recorded_plans(
-    resolutions: Mapping[str, Resolution], options: QueryOptions, names: set[str], keys: Collection[str]
+    views: Mapping[str, RenderedView], names: set[str], keys: Collection[str]
 ) -> dict[str, ViewPlan]:
-    """`signal/view` -> the plan reading its recorded series, for every view of `keys` (the round's
-    plan) that has one."""
-    wanted: dict[tuple[str, str], list[tuple[str, str, str, tuple[str, ...]]]] = {}
-    for signal, res in resolutions.items():
-        for view, spec in (("replica", res.replica), ("fleet", res.fleet)):
-            name = record_name(signal, view)
-            if f"{signal}/{view}" not in keys:
-                continue
-            if spec is None or spec.exporter in UNRECORDED_EXPORTERS or name not in names:
-                continue
-            template = spec.replica if view == "replica" else spec.fleet
-            assert template is not None
-            label = options.scope(spec.exporter).replica_label if view == "replica" else ""
-            selector = render("{$sel}", options, spec.exporter)
-            labels = grouping(template, view, label)
-            wanted.setdefault((selector, label), []).append((signal, view, name, labels))
+    """`signal/view` -> the plan reading its recorded series, for every rendered view of `keys`
+    (the round's plan) that has one."""
+    wanted: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {}
+    for key, view in views.items():
+        name = record_name(view.signal, view.view)
+        if key not in keys or view.spec.exporter in UNRECORDED_EXPORTERS or name not in names:
+            continue
+        label = view.scope.replica_label if view.view == "replica" else ""
+        wanted.setdefault((view.selector, label), []).append((key, name, view.grouping))
     out: dict[str, ViewPlan] = {}
     for (selector, label), members in wanted.items():
-        pattern = "|".join(re.escape(name) for _, _, name, _ in members)
+        pattern = "|".join(re.escape(name) for _, name, _ in members)
         matchers = ",".join(m for m in (f'__name__=~"{pattern}"', selector.strip("{}")) if m)
         batch = "{" + matchers + "}"
-        for signal, view, name, labels in members:
-            key = f"{signal}/{view}"
+        for key, name, labels in members:
             out[key] = ViewPlan(key, name + selector, (batch,), replica_label=label, grouping=labels)
     return out
 

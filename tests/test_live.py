@@ -365,16 +365,20 @@ def test_bad_live_options_are_exit_2(args: list[str], capsys: pytest.CaptureFixt
 def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     prometheus: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from signals.catalog import QueryOptions, load_catalog
-    from signals.plan import view_plan
+    from signals.catalog import QueryOptions, Resolution, SourceSpec, load_catalog, render_views
+    from signals.plan import ViewPlan, view_plan
 
     # A histogram family is ONE query of bucket rates, read by both quantiles and both views.
     tpot = next(s for s in load_catalog().sources["tpot_p99_seconds"] if s.source == "vllm")
     options = QueryOptions(selector='job="vllm"')
-    (family,) = {q for view in ("replica", "fleet") for q in view_plan("x", tpot, view, options).reads}
+
+    def planned(spec: SourceSpec, view: str) -> ViewPlan:
+        return view_plan(render_views({"x": Resolution("x", spec, spec)}, options)[f"x/{view}"])
+
+    (family,) = {q for view in ("replica", "fleet") for q in planned(tpot, view).reads}
     slow = {family: [Reply.stalled(30)]}
     warned = next(s for s in load_catalog().sources["requests_running"] if s.source == "vllm")
-    (running,) = view_plan("x", warned, "fleet", options).reads
+    (running,) = planned(warned, "fleet").reads
     slow[running] = [Reply.success([], warnings=["results truncated due to limit"])]
     import time as clock
 

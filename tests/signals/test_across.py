@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from signals.across import aggregate, aggregation_of
-from signals.catalog import QueryOptions, load_catalog, resolve
+from signals.catalog import QueryOptions, load_catalog, render_views, resolve
 from signals.plan import plan_round, unshared
 from signals.prometheus import QueryResult
 from signals.prometheus.replies import capped_warning
@@ -81,7 +81,7 @@ def test_values_follow_promql() -> None:
 def test_a_fleet_view_asks_its_own_query_when_its_replica_answer_failed_or_was_capped() -> None:
     """Aggregated from the first 2,000 replicas of 10,000, the fleet view would read as the whole;
     where the replicas' query failed, the fleet's one series may still be read."""
-    plan = plan_round(resolve(load_catalog(), {"vllm:kv_cache_usage_perc"}), QueryOptions())
+    plan = plan_round(render_views(resolve(load_catalog(), {"vllm:kv_cache_usage_perc"}), QueryOptions()))
     fleet, replica = plan.views["kv_usage_ratio/fleet"], plan.views["kv_usage_ratio/replica"]
     assert fleet.across == "avg" and fleet.reads == (replica.query,)
     whole = {replica.query: QueryResult(replica.query, warnings=["some other warning"])}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
 
-from signals.catalog import QueryOptions, load_catalog, resolve
+from signals.catalog import QueryOptions, Resolution, load_catalog, render_views, resolve
 from signals.fixture import load_fixture
 from signals.plan import answer, plan_round, view_plan
 from signals.prometheus import PrometheusSource, QueryResult
@@ -86,7 +86,7 @@ def served(request: pytest.FixtureRequest) -> Iterator[Served]:
 def test_every_shaped_view_equals_prometheus_answer(served: Served) -> None:
     source, lookback, at, step, flavour = served
     options = QueryOptions()
-    plan = plan_round(resolve(load_catalog(), source.metric_names()), options)
+    plan = plan_round(render_views(resolve(load_catalog(), source.metric_names()), options))
     shaped = {
         key: view for key, view in plan.views.items() if view.shape is not None or view.reads != (view.query,)
     }
@@ -116,7 +116,8 @@ def test_every_shaped_view_equals_prometheus_answer(served: Served) -> None:
 def test_the_comparison_catches_a_drift(served: Served) -> None:
     source, lookback, at, step, _ = served
     spec = next(s for s in load_catalog().sources["ttft_p99_seconds"] if s.applies(source.metric_names()))
-    view = view_plan("ttft_p99_seconds/fleet", spec, "fleet", QueryOptions())
+    resolution = Resolution("ttft_p99_seconds", spec, spec)
+    view = view_plan(render_views({"ttft_p99_seconds": resolution}, QueryOptions())["ttft_p99_seconds/fleet"])
     theirs = source.range_queries({"x": view.query}, at - lookback, at, step)["x"]
     labels, times, values = theirs.series[0]
     nudged = QueryResult(view.query, [(labels, times, [v * (1 + 1e-6) for v in values])])
@@ -129,7 +130,7 @@ def test_one_family_query_serves_both_quantiles_and_views() -> None:
     catalog = load_catalog()
     options = QueryOptions(selector='namespace="llm"')
     names = {"vllm:time_to_first_token_seconds_bucket"}
-    plan = plan_round(resolve(catalog, names), options)
+    plan = plan_round(render_views(resolve(catalog, names), options))
     ttft = [
         plan.views[f"{s}/{v}"] for s in ("ttft_p50_seconds", "ttft_p99_seconds") for v in ("replica", "fleet")
     ]
@@ -141,7 +142,9 @@ def test_one_family_query_serves_both_quantiles_and_views() -> None:
     # The views still stand for the catalog's own PromQL (reports and errors show it).
     assert ttft[1].query.startswith("histogram_quantile(0.5, sum by (le) (")
     # A diagnosis that reads no TTFT per replica asks for the fleet's buckets alone.
-    fleet_only = plan_round(resolve(catalog, names), options, replica_histograms={"tpot_p99_seconds"})
+    fleet_only = plan_round(
+        render_views(resolve(catalog, names), options), replica_histograms={"tpot_p99_seconds"}
+    )
     assert "ttft_p99_seconds/replica" not in fleet_only.views
     assert fleet_only.views["ttft_p99_seconds/fleet"].reads == (
         'sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="llm",server=""}[5m]))',

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from signals.catalog import Catalog, QueryOptions, Scope, resolve
+from signals.catalog import Catalog, QueryOptions, Scope, render_views, resolve
 from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import build_queries, engine_names, frame_from_round, query_scopes
@@ -82,7 +82,8 @@ def fetch_audit_inputs(
             problems["metric_names"] = f"the fleet's own metric names could not be read: {exc}"
             own = None
         resolutions = resolve(catalog, set(names), options.engine, options.orchestrator, options, own)
-    ranges = build_queries(resolutions, options)
+    views = render_views(resolutions, options)
+    ranges = build_queries(views)
     results = source.range_queries(ranges, start, at, settings.step) if ranges else {}
 
     rules = _object(replies["rules"], "rules", problems)
@@ -102,7 +103,7 @@ def fetch_audit_inputs(
     elif not ranges:
         problems["signals"] = f"none of the catalog's metrics exist there ({len(names)} metric names)"
     else:
-        scopes = query_scopes(resolutions, options)
+        scopes = query_scopes(views)
         frame = _frame(results, source.url, options, start, at, settings, problems, scopes)
     return Fetched(source.url, at, names, rules, targets, frame, instant, problems, settings.lookback)
 
