@@ -23,11 +23,12 @@ import sys
 from typing import cast
 
 from bench.live import LOOKBACK, STEP, measure, openmetrics
-from signals.catalog import QueryOptions, load_catalog, render_views
+from signals.catalog import QueryOptions, load_catalog
 from signals.live import resolve_scoped
 from signals.plan import Plan, plan_round
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.tempprom import TemporaryPrometheus
+from signals.views import render_views
 from triage.core.reads import replica_reads
 from triage.sources import load_graph
 

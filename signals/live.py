@@ -1,7 +1,7 @@
 """A SignalFrame from a live Prometheus: resolve the catalog, fetch every signal in one round.
 
 One request asks which metric names exist; the catalog then resolves each signal to a
-source per view and renders each view once (`signals.catalog.render_views`); the plan
+source per view and each view is rendered once (`signals.views.render_views`); the plan
 (`signals.plan`) and the recorded series (`signals.recorded`) work from those renderings
 alone; every query of the round runs concurrently as a range query over the baseline and
 incident windows, within one deadline. A signal whose query fails is left
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from signals.catalog import Catalog, QueryOptions, RenderedView, Resolution, Scope, render_views, resolve
+from signals.catalog import Catalog, QueryOptions, Resolution, Scope, resolve
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
@@ -24,6 +24,7 @@ from signals.plan import Plan, answer, place, plan_round, round_grid, unshared
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.recorded import read_recorded, recorded_plans
 from signals.timeparse import format_instant
+from signals.views import RenderedView, render_views
 from signals.vocabulary import REPLICA_LABEL, SIGNALS
 
 

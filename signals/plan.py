@@ -19,7 +19,7 @@ here:
   `max(X)` beside `max by (instance, gpu) (X)`, `signals.across`): the replica view's
   query, aggregated here.
 
-The plan reads the views as `signals.catalog.render_views` filled them in (every text it
+The plan reads the views as `signals.views.render_views` filled them in (every text it
 sends comes from there), and fills in no template itself.
 
 Merging keeps the series that lack the replica label (Prometheus groups them under an empty
@@ -37,9 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from signals.across import aggregate, aggregation_of
-from signals.catalog import RenderedView
 from signals.prometheus import QueryResult, SeriesData
 from signals.quantile import bucket_quantile, parse_le
+from signals.views import RenderedView
 
 Array = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -113,7 +113,7 @@ def view_plan(view: RenderedView, per_replica: bool | None = None) -> ViewPlan:
 
 
 def plan_round(views: Mapping[str, RenderedView], replica_histograms: Collection[str] | None = None) -> Plan:
-    """Every rendered view of every signal (`signals.catalog.render_views`), planned.
+    """Every rendered view of every signal (`signals.views.render_views`), planned.
 
     `replica_histograms`, when given, names the histogram signals whose per-replica views
     are wanted; the others are planned for the fleet alone (their per-replica buckets are

@@ -27,9 +27,9 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from signals.catalog import RenderedView
 from signals.plan import ViewPlan
 from signals.prometheus import QueryResult, SeriesData
+from signals.views import RenderedView
 
 RECORD_PREFIX = "triage:"
 REPLICA_SUFFIX = ":replica"

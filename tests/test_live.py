@@ -365,8 +365,9 @@ def test_bad_live_options_are_exit_2(args: list[str], capsys: pytest.CaptureFixt
 def test_queries_slower_than_the_deadline_leave_their_signals_unreadable(
     prometheus: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from signals.catalog import QueryOptions, Resolution, SourceSpec, load_catalog, render_views
+    from signals.catalog import QueryOptions, Resolution, SourceSpec, load_catalog
     from signals.plan import ViewPlan, view_plan
+    from signals.views import render_views
 
     # A histogram family is ONE query of bucket rates, read by both quantiles and both views.
     tpot = next(s for s in load_catalog().sources["tpot_p99_seconds"] if s.source == "vllm")

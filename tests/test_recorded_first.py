@@ -100,7 +100,7 @@ def test_recorded_series_that_miss_the_window_are_read_raw(
 
 
 def test_grouping_of_the_catalog_shapes() -> None:
-    from signals.catalog import grouping
+    from signals.views import grouping
 
     assert grouping("histogram_quantile(0.99, sum by (le, $replica) (rate(x[5m])))", "replica", "pod") == (
         "pod",

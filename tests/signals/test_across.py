@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from signals.across import aggregate, aggregation_of
-from signals.catalog import QueryOptions, load_catalog, render_views, resolve
+from signals.catalog import QueryOptions, load_catalog, resolve
 from signals.plan import plan_round, unshared
 from signals.prometheus import QueryResult
 from signals.prometheus.replies import capped_warning
+from signals.views import render_views
 
 R = 'max by (instance) (vllm:kv_cache_usage_perc{namespace="llm"})'
 E = "(rate(DCGM_FI_DEV_THERMAL_VIOLATION{}[5m]) > 0)"

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
 
-from signals.catalog import QueryOptions, Resolution, load_catalog, render_views, resolve
+from signals.catalog import QueryOptions, Resolution, load_catalog, resolve
 from signals.fixture import load_fixture
 from signals.plan import answer, plan_round, view_plan
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.views import render_views
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAVOURS = {

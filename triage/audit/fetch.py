@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from signals.catalog import Catalog, QueryOptions, Scope, render_views, resolve
+from signals.catalog import Catalog, QueryOptions, Scope, resolve
 from signals.errors import SignalError
 from signals.frame import SignalFrame
 from signals.live import build_queries, engine_names, frame_from_round, query_scopes
 from signals.prometheus import ApiReply, PrometheusError, PrometheusSource, QueryResult
+from signals.views import render_views
 from triage.audit.engine import audit
 from triage.audit.model import AuditReport, AuditSettings, Fetched, Sample
 from triage.audit.queries import instant_queries
