@@ -61,27 +61,29 @@ def promql_number(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+def sum_template(expr: object, replica: bool, le: bool = False) -> str:
+    """`expr` summed by `le` (a histogram's buckets) and `$replica` where asked, else whole."""
+    labels = [*(["le"] if le else []), *(["$replica"] if replica else [])]
+    return f"sum by ({', '.join(labels)}) ({expr})" if labels else f"sum({expr})"
+
+
 def shaped_query(data: Mapping[str, object], view: str) -> str:
     """The `replica` or `fleet` query template of a shaped source (as a mapping of its fields)."""
-    group = "$replica" if view == "replica" else ""
+    replica = view == "replica"
     if data.get("histogram") is not None:
-        by = f"sum by (le, {group})" if group else "sum by (le)"
-        buckets = f"{by} ({data['histogram']})"
+        buckets = sum_template(data["histogram"], replica, le=True)
         quantile, round_to = data["quantile"], data.get("round")
         assert isinstance(quantile, int | float) and isinstance(round_to, int | float | None)
         if round_to is not None:
             buckets = f"round({buckets}, {promql_number(round_to)})"
         return f"histogram_quantile({promql_number(quantile)}, {buckets})"
 
-    def total(expr: object) -> str:
-        return f"sum by ({group}) ({expr})" if group else f"sum({expr})"
-
     if data.get("sum") is not None:
-        return total(data["sum"])
+        return sum_template(data["sum"], replica)
     ratio = data["ratio"]
     if not isinstance(ratio, Ratio):
         ratio = Ratio.model_validate(ratio)
-    return f"{total(ratio.numerator)} / ({total(ratio.denominator)} > 0)"
+    return f"{sum_template(ratio.numerator, replica)} / ({sum_template(ratio.denominator, replica)} > 0)"
 
 
 class Ratio(BaseModel):

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from signals.catalog import QueryOptions, Resolution, Scope, SourceSpec, View, render
+from signals.catalog import QueryOptions, Resolution, Scope, SourceSpec, View, render, sum_template
 
 _REPLICA_GROUPING = re.compile(r"\bby\s*\(([^()]*\$replica[^()]*)\)")
 _OUTER_GROUPING = re.compile(r"^\W*[a-z_]+\s+by\s*\(([^()]*)\)")
@@ -31,11 +31,6 @@ def grouping(template: str, view: str, replica_label: str) -> tuple[str, ...]:
     return tuple(
         replica_label if label == "$replica" else label for label in labels if label not in ("", "le")
     )
-
-
-def _sum_template(expr: str, replica: bool, le: bool = False) -> str:
-    labels = [*(["le"] if le else []), *(["$replica"] if replica else [])]
-    return f"sum by ({', '.join(labels)}) ({expr})" if labels else f"sum({expr})"
 
 
 @dataclass(frozen=True)
@@ -56,8 +51,6 @@ class RenderedView:
     """The labels its answer carries (`grouping`)."""
     replica_query: str | None = None
     """A fleet view's: the same source's replica query, where it has one."""
-    histogram: str | None = None
-    """A histogram source's bucket rates, before any sum."""
     shaped_reads: Mapping[bool, tuple[str, ...]] = field(default_factory=dict)
     """A shaped source's underlying sums, read per replica (True) or for the fleet alone (False):
     a histogram's bucket rates as they are or `sum by (le)`; a sum's or a ratio's two sums by
@@ -67,10 +60,15 @@ class RenderedView:
     def key(self) -> str:
         return f"{self.signal}/{self.view}"
 
+    @property
+    def histogram(self) -> str | None:
+        """A histogram source's bucket rates, before any sum (what it reads per replica)."""
+        return self.shaped_reads[True][0] if self.spec.histogram is not None else None
+
 
 def _shaped_reads(spec: SourceSpec, options: QueryOptions) -> dict[bool, tuple[str, ...]]:
     def sent(expr: str, per_replica: bool, le: bool = False) -> str:
-        return render(_sum_template(expr, per_replica, le), options, spec.exporter)
+        return render(sum_template(expr, per_replica, le), options, spec.exporter)
 
     if spec.histogram is not None:
         return {
@@ -110,7 +108,6 @@ def render_views(resolutions: Mapping[str, Resolution], options: QueryOptions) -
                     if view == "fleet" and spec.replica is not None
                     else None
                 ),
-                histogram=None if spec.histogram is None else render(spec.histogram, options, spec.exporter),
                 shaped_reads=_shaped_reads(spec, options),
             )
             out[rendered.key] = rendered

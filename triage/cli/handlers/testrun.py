@@ -130,9 +130,9 @@ class _Run:
         out = self.out
         if isinstance(fixture, str):
             self.failed += 1
-            self.outcomes.append(error_outcome(path, str(fixture), elapsed=took, corpus=corpus))
+            self.outcomes.append(error_outcome(path, fixture, elapsed=took, corpus=corpus))
             out.write(f"ERROR {path}\n")
-            for line in str(fixture).splitlines():
+            for line in fixture.splitlines():
                 out.write(f"    {line}\n")
             return
         if fixture.name in self.names:
