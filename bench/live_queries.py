@@ -13,7 +13,12 @@ by replica).
 
 The sum over queries alone is close to a whole round's cost (`bench.live`), which sends them
 concurrently; it says which reads a cheaper round must change.
-Run: python -m bench.live_queries [--replicas 200] [--top 20] [--runs 3]
+
+With --steps (e.g. 30,60,120,300), the whole round is sent instead, concurrently as a
+diagnosis sends it, at each of those steps over the same window, beside one refresh of vLLM's
+Grafana dashboard at the diagnosis's step: what a coarser read of every view would save, and
+the floor it approaches (every sample of the window is still decoded, whatever the step).
+Run: python -m bench.live_queries [--replicas 200] [--top 20] [--runs 3] [--steps 30,60,120,300]
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import argparse
 import sys
 from typing import cast
 
-from bench.live import LOOKBACK, STEP, measure, openmetrics
+from bench.live import LOOKBACK, STEP, dashboard_queries, measure, openmetrics, refresh
 from signals.catalog import QueryOptions, load_catalog
 from signals.live import resolve_scoped
 from signals.plan import Plan, plan_round
@@ -61,6 +66,40 @@ def measure_each(source: PrometheusSource, pid: int, plan: Plan, at: float, runs
     return sorted(rows, key=lambda row: -row[0])
 
 
+def measure_steps(
+    source: PrometheusSource, pid: int, plan: Plan, at: float, runs: int, steps: list[float]
+) -> list[tuple[str, float, float, int]]:
+    """(what, Prometheus CPU s, wall s, points) of the dashboard's refresh and of the whole round
+    at each step, each warmed once and measured `runs` times (median)."""
+    rows: list[tuple[str, float, float, int]] = []
+    panels = dashboard_queries()
+    if panels is not None:
+        refresh(source.url, panels, at)
+        cpu, wall, _ = measure(pid, runs, lambda: refresh(source.url, panels, at))
+        rows.append((f"dashboard refresh ({len(panels)} panels, {STEP:g} s)", cpu, wall, 0))
+    queries = {q: q for q in plan.queries}
+    for step in steps:
+
+        def ask(step: float = step) -> dict[str, QueryResult]:
+            return source.range_queries(queries, at - LOOKBACK, at, step)
+
+        ask()  # warm
+        cpu, wall, last = measure(pid, runs, ask)
+        answers = cast(dict[str, QueryResult], last)
+        points = sum(len(times) for a in answers.values() for _, times, _ in a.series)
+        rows.append((f"the round, every view at {step:g} s ({len(queries)} queries)", cpu, wall, points))
+    return rows
+
+
+def print_steps(rows: list[tuple[str, float, float, int]]) -> None:
+    peer = rows[0][1] if rows and rows[0][0].startswith("dashboard") else None
+    print("| read | Prometheus CPU | against the dashboard | wall | points |")
+    print("| --- | --- | --- | --- | --- |")
+    for what, cpu, wall, points in rows:
+        ratio = f"{cpu / peer:.2f}x" if peer else "-"
+        print(f"| {what} | {cpu:.2f} s | {ratio} | {wall:.2f} s | {points:,} |")
+
+
 def per_replica(row: Measured) -> bool:
     """A read of every replica: it answers one series (or a histogram's buckets) per replica."""
     return any(view.endswith("/replica") for view in row[5])
@@ -73,13 +112,28 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=200, help="fleet size (default 200)")
     parser.add_argument("--top", type=int, default=20, help="queries listed, heaviest first (default 20)")
     parser.add_argument("--runs", type=int, default=3, help="measured runs of each query (default 3)")
+    parser.add_argument(
+        "--steps",
+        help="comma-separated steps in seconds: send the whole round at each, beside the dashboard",
+    )
     args = parser.parse_args()
+    try:
+        steps = [float(s) for s in args.steps.split(",")] if args.steps else []
+    except ValueError:
+        parser.error(f"--steps takes seconds separated by commas, got {args.steps!r}")
+    if any(not s > 0 for s in steps):
+        parser.error(f"--steps must all be positive, got {args.steps!r}")
     data, at, samples = openmetrics(args.replicas)
     with TemporaryPrometheus(data, startup_timeout=3600) as prometheus:
         pid = prometheus.pid
         assert pid is not None
         with PrometheusSource(prometheus.url, timeout=120.0) as source:
             plan = plan_of(source, at)
+            if steps:
+                window = f"over {LOOKBACK / 3600:g} h, median of {args.runs}"
+                print(f"{args.replicas} replicas, {samples:,} samples; {window}")
+                print_steps(measure_steps(source, pid, plan, at, args.runs, steps))
+                return 0
             rows = measure_each(source, pid, plan, at, args.runs)
     total = sum(r[0] for r in rows)
     replica = sum(r[0] for r in rows if per_replica(r))

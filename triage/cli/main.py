@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Sequence
 
 from signals.errors import InputError, InputErrors, SignalError
+from signals.malloc import cap_arenas
 from triage import __version__
 from triage.cli import (
     audit,
@@ -113,9 +114,12 @@ def prepare_process() -> None:
 
     numpy's OpenBLAS starts a pool of threads as numpy loads, tens of milliseconds of every
     start on a busy 2-core machine, for linear algebra this tool never does: one thread,
-    unless the environment already says how many.
+    unless the environment already says how many. And glibc's malloc arenas are capped
+    before any thread starts (`signals.malloc`): a live read's worker threads would each
+    keep an arena of freed reply memory.
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    cap_arenas()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
