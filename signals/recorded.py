@@ -3,8 +3,11 @@
 A Prometheus that evaluates the rules of `triage rules` already holds every signal as
 `triage:<signal>` (the fleet's view) and `triage:<signal>:replica` (per replica), grouped
 as the catalog's queries group, beside the fleet labels. Reading those costs Prometheus a
-lookup instead of rates over every bucket. The views of one kind and one scope are read by
-ONE query (a regular expression on the metric name). A view is read this way only when:
+lookup instead of rates over every bucket. The fleet views of one scope are read by ONE
+query (a regular expression on the metric name); each per-replica view by a query of its
+own, so the series cap (`signals.prometheus.replies`) bounds it as it bounds the raw view: in
+one query, a fleet of a thousand replicas would have most signals' replicas cut for the
+first few's. A view is read this way only when:
 
 - its name is among the server's metric names, and the catalog resolves the signal on this
   server (kube-state-metrics' Endpoints addresses aside, which the rules do not record per
@@ -15,7 +18,8 @@ ONE query (a regular expression on the metric name). A view is read this way onl
 - they cover the window: a sample at its first and at its last step (a rule added an hour
   ago, or one no longer evaluated, is stale for a two-hour window);
 - the fleet view holds one series per group (with more, several recorded fleets answered:
-  an unscoped diagnosis of a Prometheus with many fleets).
+  an unscoped diagnosis of a Prometheus with many fleets);
+- the series cap cut nothing from its answer (the raw read then says what it cut).
 
 Anything else counts as absent and that view is read from the raw catalog. Only the labels
 the view groups by are kept (the fleet labels dropped), so the views read as the raw ones.
@@ -46,15 +50,17 @@ def recorded_plans(
 ) -> dict[str, ViewPlan]:
     """`signal/view` -> the plan reading its recorded series, for every rendered view of `keys`
     (the round's plan) that has one."""
-    wanted: dict[tuple[str, str], list[tuple[str, str, tuple[str, ...]]]] = {}
+    wanted: dict[tuple[str, str, str], list[tuple[str, str, tuple[str, ...]]]] = {}
     for key, view in views.items():
         name = record_name(view.signal, view.view)
         if key not in keys or view.spec.exporter in UNRECORDED_EXPORTERS or name not in names:
             continue
         label = view.scope.replica_label if view.view == "replica" else ""
-        wanted.setdefault((view.selector, label), []).append((key, name, view.grouping))
+        # Per replica, a view of its own (a batch of them would share one series cap).
+        batch_of = name if label else ""
+        wanted.setdefault((view.selector, label, batch_of), []).append((key, name, view.grouping))
     out: dict[str, ViewPlan] = {}
-    for (selector, label), members in wanted.items():
+    for (selector, label, _), members in wanted.items():
         pattern = "|".join(re.escape(name) for _, name, _ in members)
         matchers = ",".join(m for m in (f'__name__=~"{pattern}"', selector.strip("{}")) if m)
         batch = "{" + matchers + "}"
@@ -65,8 +71,8 @@ def recorded_plans(
 
 def usable(plan: ViewPlan, result: QueryResult, first: float, last: float) -> QueryResult | None:
     """The recorded answer of one view (out of its batch) reduced to the labels the view groups
-    by, or None when it counts as absent."""
-    if result.error is not None:
+    by, or None when it counts as absent (a failed or capped answer among them)."""
+    if result.error is not None or result.capped:
         return None
     name = _name(plan)
     kept: dict[tuple[str, ...], SeriesData] = {}

@@ -14,10 +14,12 @@ from promserver import require_prometheus_binaries
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import load_fixture
 from signals.frame import SignalFrame
-from signals.live import FetchReport, fetch_frame
+from signals.live import FetchReport, fetch_frame, resolve_scoped
 from signals.prometheus import PrometheusSource
-from signals.recorded import record_name
+from signals.recorded import record_name, recorded_plans
 from signals.tempprom import TemporaryPrometheus, to_openmetrics
+from signals.views import render_views
+from signals.vocabulary import DEFAULT_MAX_SERIES
 from triage.core.walk import diagnose
 from triage.rules import load_slo
 from triage.rules.render import render_rules
@@ -26,8 +28,10 @@ from triage.sources import load_graph
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kv-pressure-vllm-v1-raw.yaml"
 
 
-def _fetch(url: str, at: float, lookback: float, step: float) -> tuple[SignalFrame, FetchReport]:
-    with PrometheusSource(url, timeout=60) as source:
+def _fetch(
+    url: str, at: float, lookback: float, step: float, max_series: int | None = DEFAULT_MAX_SERIES
+) -> tuple[SignalFrame, FetchReport]:
+    with PrometheusSource(url, timeout=60, max_series=max_series) as source:
         return fetch_frame(source, load_catalog(), QueryOptions(), at, lookback, step)
 
 
@@ -64,7 +68,7 @@ def test_recorded_series_are_read_and_give_the_same_frame(
         if f"{name}/fleet" in report.queries
     )
     assert not any(s.recorded for s in raw_report.statuses.values())
-    # The recorded views are read in one query per view kind, not one per signal.
+    # The fleet views are read in one query per scope, not one per signal.
     assert report.http_requests < raw_report.http_requests
     # The rules were evaluated at their group's own offset (seconds off the query's steps), as
     # in production: the recorded value at a step is the raw one of a few seconds earlier.
@@ -85,6 +89,38 @@ def test_recorded_series_are_read_and_give_the_same_frame(
     raw_d = diagnose(graph, raw_frame, "tpot_slow", raw_frame.end)
     assert ours_d.causes[0].cause == raw_d.causes[0].cause == "kv_pressure"
     assert [c.cause for c in ours_d.causes] == [c.cause for c in raw_d.causes]
+
+
+def test_the_series_cap_bounds_each_recorded_view_not_their_batch(
+    recorded: tuple[str, float, float, float, tuple[SignalFrame, FetchReport]],
+) -> None:
+    """Each per-replica view is read by a query of its own, so a cap that the raw views fit under
+    leaves every recorded view whole: read in one query, the per-replica views of a fleet of
+    more replicas than the cap over their count would have had most signals' replicas cut for
+    the first few's. A capped recorded answer counts as absent and is read raw."""
+    url, at, lookback, step, (raw_frame, _) = recorded
+    window = lookback - 600
+    with PrometheusSource(url, timeout=60) as source:
+        names, resolutions = resolve_scoped(load_catalog(), source, QueryOptions(), at - window, at)
+    views = render_views(resolutions, QueryOptions())
+    plans = recorded_plans(views, names, views.keys())
+    replica_reads = [plan.reads for key, plan in plans.items() if key.endswith("/replica")]
+    fleet_keys = [key for key in plans if key.endswith("/fleet")]
+    assert len(replica_reads) > 10 and len(set(replica_reads)) == len(replica_reads)
+    assert len({plans[key].reads for key in fleet_keys}) < len(fleet_keys)
+
+    uncapped_frame, uncapped = _fetch(url, at, window, step, max_series=None)
+    widest = max(len(raw_frame.rows(name)) for name in raw_frame.signals())
+    replicas = len(uncapped_frame.rows("request_rate")) - 1  # the fleet's row aside
+    cap = max(widest, len(fleet_keys))
+    assert cap < len(replica_reads) * replicas  # the per-replica views would not fit in one answer
+    frame, report = _fetch(url, at, window, step, max_series=cap)
+    assert {k: s.recorded for k, s in report.statuses.items()} == {
+        k: s.recorded for k, s in uncapped.statuses.items()
+    }
+    assert not [s.signal for s in report.statuses.values() if s.warnings]
+    for name in uncapped_frame.signals():
+        assert {r.labels for r in frame.rows(name)} == {r.labels for r in uncapped_frame.rows(name)}, name
 
 
 def test_recorded_series_that_miss_the_window_are_read_raw(
@@ -116,6 +152,7 @@ def test_grouping_of_the_catalog_shapes() -> None:
 def test_a_fleet_view_answered_by_two_fleets_counts_as_absent() -> None:
     from signals.plan import ViewPlan
     from signals.prometheus import QueryResult
+    from signals.prometheus.replies import capped_warning
     from signals.recorded import usable
 
     times, values = np.array([0.0, 30.0]), np.array([1.0, 2.0])
@@ -136,3 +173,5 @@ def test_a_fleet_view_answered_by_two_fleets_counts_as_absent() -> None:
         usable(per, QueryResult("batch", [({"__name__": "triage:x:replica"}, times, values)]), 0.0, 30.0)
         is None
     )
+    # A capped answer is absent, never a part of the replicas read as the whole fleet.
+    assert usable(per, QueryResult("batch", rows, [capped_warning(1, 2)]), 0.0, 30.0) is None
