@@ -20,6 +20,7 @@ from signals.catalog import Catalog, QueryOptions, Resolution, Scope, resolve
 from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
+from signals.gcpause import collection_paused
 from signals.plan import Plan, answer, place, plan_round, round_grid, unshared
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.recorded import read_recorded, recorded_plans
@@ -208,6 +209,7 @@ def frame_from_round(
     return frame, problems
 
 
+@collection_paused()
 def fetch_frame(
     prometheus: PrometheusSource,
     catalog: Catalog,
@@ -224,7 +226,9 @@ def fetch_frame(
 
     The round sends the plan's queries (`signals.plan`), reading a view's recorded series
     instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
-    series turn out absent or stale are read from the raw catalog in a second round.
+    series turn out absent or stale are read from the raw catalog in a second round. The
+    cyclic garbage collector is paused throughout (`signals.gcpause`): the replies and the
+    frame are millions of objects, none of them in a cycle.
     """
     names, resolutions = resolve_scoped(catalog, prometheus, options, at - lookback, at)
     views = render_views(resolutions, options)

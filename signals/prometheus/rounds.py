@@ -19,6 +19,7 @@ import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
+from signals.gcpause import collection_paused
 from signals.prometheus.errors import PrometheusBadReply, PrometheusError, PrometheusUnavailable
 from signals.prometheus.replies import _strings, _warnings, load_reply
 from signals.prometheus.transport import (
@@ -73,10 +74,16 @@ class Rounds:
         """Run the jobs on a pool; whatever is not done at the deadline is a timeout.
 
         The pool is shut down without waiting: a worker still blocked in a socket read
-        ends by itself, since its read timeout is what was left of this same deadline.
+        ends by itself, since its read timeout is what was left of this same deadline. The
+        cyclic garbage collector is paused meanwhile (`signals.gcpause`): the workers parse
+        replies into millions of short-lived lists.
         """
         if not jobs:
             return {}
+        with collection_paused():
+            return self._run_round(jobs)
+
+    def _run_round(self, jobs: Mapping[str, _Job[R]]) -> dict[str, _Outcome[R]]:
         deadline = time.monotonic() + self.timeout
         tallies = {name: _Tally() for name in jobs}
         pool = ThreadPoolExecutor(
