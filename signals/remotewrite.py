@@ -49,7 +49,9 @@ _HEADERS = {
     "User-Agent": "llm-triage",
     "X-Prometheus-Remote-Write-Version": "0.1.0",
 }
-_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Opens URLs of a temporary server on loopback directly, whatever proxy the environment names
+(`signals.tempprom` asks its readiness through it too)."""
 _ROW = 22
 """The longest encoded sample entry: tag, length, tag, 8-byte double, tag, 10-byte varint."""
 
@@ -174,7 +176,7 @@ def push(
     for body in write_requests(series, request_bytes=request_bytes):
         request = urllib.request.Request(f"{url}/api/v1/write", data=body, method="POST", headers=_HEADERS)
         try:
-            with _NO_PROXY_OPENER.open(request, timeout=timeout) as response:
+            with NO_PROXY_OPENER.open(request, timeout=timeout) as response:
                 response.read()
         except urllib.error.HTTPError as exc:
             answer = exc.read().decode("utf-8", errors="replace").strip()

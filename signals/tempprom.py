@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from signals.errors import SignalError
 from signals.gridseries import OpenMetricsSeries, checked_series
-from signals.remotewrite import push
+from signals.remotewrite import NO_PROXY_OPENER, push
 
 _LOG = logging.getLogger(__name__)
 
@@ -472,13 +472,10 @@ class TemporaryPrometheus(TemporaryServer):
         self._launch(prometheus)
 
 
-_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
 def _is_ready(url: str) -> bool:
     """One readiness probe; never through an `http_proxy` from the environment (it is loopback)."""
     try:
-        with _NO_PROXY_OPENER.open(f"{url}/-/ready", timeout=1.0) as response:
+        with NO_PROXY_OPENER.open(f"{url}/-/ready", timeout=1.0) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
