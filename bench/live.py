@@ -168,7 +168,7 @@ CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from signals.malloc import cap_arenas
-cap_arenas()  # as `triage` does as it starts
+cap_arenas()  # as a `triage` command does before it runs
 from bench.live import diagnosis
 from bench.procstat import peak_rss_mb
 top, report = diagnosis(sys.argv[1], float(sys.argv[2]))

@@ -91,10 +91,18 @@ def test_a_cap_below_one_arena_is_refused() -> None:
         cap_arenas(0)
 
 
-def test_the_command_line_caps_the_arenas_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_caps_the_arenas_and_help_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Capped once the arguments are parsed, before the command runs; `--help` never loads it."""
+    import signals.malloc
     import triage.cli.main as cli
 
     called: list[int] = []
-    monkeypatch.setattr(cli, "cap_arenas", lambda: called.append(1) or True)
-    cli.prepare_process()
+    monkeypatch.setattr(signals.malloc, "cap_arenas", lambda: called.append(1) or True)
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert called == []
+    assert cli.main(["test", str(tmp_path)]) == cli.EXIT_USAGE  # no fixture there: a usage error
     assert called == [1]
+    assert "no fixture files found" in capsys.readouterr().err

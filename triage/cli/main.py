@@ -19,7 +19,6 @@ import traceback
 from collections.abc import Sequence
 
 from signals.errors import InputError, InputErrors, SignalError
-from signals.malloc import cap_arenas
 from triage import __version__
 from triage.cli import (
     audit,
@@ -114,11 +113,17 @@ def prepare_process() -> None:
 
     numpy's OpenBLAS starts a pool of threads as numpy loads, tens of milliseconds of every
     start on a busy 2-core machine, for linear algebra this tool never does: one thread,
-    unless the environment already says how many. And glibc's malloc arenas are capped
-    before any thread starts (`signals.malloc`): a live read's worker threads would each
-    keep an arena of freed reply memory.
+    unless the environment already says how many.
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def prepare_command() -> None:
+    """What a command settles before it starts any thread (once the arguments parsed, so that
+    `--help` pays nothing for it): glibc's malloc arenas capped (`signals.malloc`), since a live
+    read's worker threads would each keep an arena of freed reply memory."""
+    from signals.malloc import cap_arenas
+
     cap_arenas()
 
 
@@ -127,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_process()
     parser = build_parser()
     args = parser.parse_args(argv)
+    prepare_command()
     out = sys.stdout
     try:
         for command in COMMANDS:
