@@ -21,7 +21,7 @@ from signals.dcgm import is_blank
 from signals.errors import SignalError
 from signals.frame import Series, SignalFrame, labels_of
 from signals.gcpause import collection_paused
-from signals.plan import Plan, answer, place, plan_round, round_grid, unshared
+from signals.plan import Plan, answer, digests, on_grid, plan_round, round_grid, unshared
 from signals.prometheus import PrometheusSource, QueryResult
 from signals.recorded import read_recorded, recorded_plans
 from signals.timeparse import format_instant
@@ -171,18 +171,31 @@ def frame_from_results(
             canonical = labels_of(labels)
             if (signal, canonical) in seen:
                 continue
-            placed = place(
-                np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step
-            )
-            placed[~np.isfinite(placed)] = np.nan
-            if scope is not None and scope.exporter == "gpu":
-                blank = is_blank(placed)
-                placed[blank] = np.nan
-                if blank.any() and not np.isfinite(placed).any():
-                    continue
+            placed = _placed(times, values, grid, step, scope is not None and scope.exporter == "gpu")
+            if placed is None:
+                continue
             seen.add((signal, canonical))
             series.append(Series(signal, canonical, placed))
     return SignalFrame(grid, series, source=source), problems
+
+
+def _placed(
+    times: np.ndarray, values: np.ndarray, grid: np.ndarray, step: float, gpu: bool
+) -> np.ndarray | None:
+    """A series' row on the grid, ±Inf and (for a DCGM signal) DCGM's blanks made NaN; None
+    when only blanks remain. A series with a finite sample at every step is its own row, not
+    copied (a thousand replicas' rows are tens of megabytes), so it must not be written to."""
+    row = on_grid(np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step)
+    bad = ~np.isfinite(row)
+    blank = is_blank(row) if gpu else None
+    if bad.any() or (blank is not None and blank.any()):
+        row = row.copy() if row is values else row
+        row[bad] = np.nan
+        if blank is not None and blank.any():
+            row[blank] = np.nan
+            if not np.isfinite(row).any():
+                return None
+    return row
 
 
 def frame_from_round(
@@ -242,7 +255,8 @@ def fetch_frame(
     grid = round_grid(start, at, step)
     recorded = recorded_plans(views, names, plan.views)
     first = Plan({key: recorded.get(key, view) for key, view in plan.views.items()})
-    answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step))
+    digest = digests(plan, grid, step)
+    answers = dict(prometheus.range_queries({q: q for q in first.queries}, start, at, step, digest))
     results = read_recorded(recorded, answers, grid[0], grid[-1])
     read_recorded_views = set(results)
     # Everything else raw, the recorded views found absent or stale with it, and the fleet
@@ -251,8 +265,8 @@ def fetch_frame(
     raw = unshared(Plan({key: view for key, view in plan.views.items() if key not in results}), answers)
     missing = [q for q in raw.queries if q not in answers]
     if missing:
-        answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step))
-    results.update(answer(raw, answers, grid, step))
+        answers.update(prometheus.range_queries({q: q for q in missing}, start, at, step, digest))
+    results.update(answer(raw, answers, grid, step, digest))
     scopes = query_scopes(views)
     frame, problems = frame_from_round(results, start, at, step, options, prometheus.url, scopes)
     frame = replace(frame, stand_ins=stand_ins(resolutions))

@@ -5,8 +5,10 @@ own, up to eight per core. A live read's round parses each reply in a worker thr
 (`signals.prometheus.rounds`): megabytes of JSON and arrays per reply, freed into that
 thread's arena when the round ends and rarely handed back to the system. A diagnosis of
 200 replicas in a fresh process peaked at 340 MB with glibc's default and at 274 MB with
-two arenas, in the same 4.9 s (docs/benchmarks.md). The values read are the same either
-way: only where the memory comes from changes.
+two arenas, in the same 4.9 s; once replies were read as they stream in, one of 1,000
+replicas peaked at 295-298 MB with one arena and 309-348 MB with two, in the same 23 s
+(docs/benchmarks.md). The values read are the same either way: only where the memory comes
+from changes.
 
 Set once as a process starts, before its first worker thread. A user's own
 `MALLOC_ARENA_MAX` wins, and where the C library is not glibc nothing is done.
@@ -17,8 +19,9 @@ from __future__ import annotations
 import ctypes
 import os
 
-ARENAS = 2
-"""The arenas a process may use: one for the main thread, one shared by the round's workers."""
+ARENAS = 1
+"""The arenas a process may use: one, shared by the main thread and the round's workers (the
+workers parse under the GIL, so they seldom wait for it)."""
 M_ARENA_MAX = -8
 """glibc's `mallopt` parameter for the arena limit (malloc.h)."""
 

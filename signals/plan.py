@@ -30,7 +30,7 @@ the report and the errors read as before.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -178,7 +178,19 @@ Rows = list[tuple[dict[str, str], Array]]
 
 
 def _sparse(labels: Mapping[str, str], row: Array, grid: Array, present: Mask) -> SeriesData:
+    """A computed row as a series; one with a value at every step keeps the grid as its times
+    and the row itself (both made for this round), so a thousand replicas' views copy nothing."""
+    if present.all():
+        return dict(labels), grid, row
     return dict(labels), grid[present], row[present]
+
+
+def on_grid(times: Array, values: Array, grid: Array, step: float) -> Array:
+    """`place`, without a copy when the series already holds a sample at every step of the
+    grid (most do): the values are then the row. Only for readers that never write to it."""
+    if len(times) == len(grid) and len(grid) and times[0] == grid[0] and times[-1] == grid[-1]:
+        return np.asarray(values, dtype=np.float64)
+    return place(times, values, grid, step)
 
 
 def _total(rows: Sequence[Array]) -> Array:
@@ -223,8 +235,11 @@ class _Arrays:
     """What the views of one round share: each answer's rows on the grid, and each histogram
     family's buckets per group, made once however many quantiles and views read them."""
 
-    def __init__(self, answers: Mapping[str, QueryResult], grid: Array, step: float) -> None:
+    def __init__(
+        self, answers: Mapping[str, QueryResult], grid: Array, step: float, digested: Collection[str] = ()
+    ) -> None:
         self.answers, self.grid, self.step = answers, grid, step
+        self.digested = frozenset(digested)
         self._rows: dict[str, Rows] = {}
         self._buckets: dict[tuple[str, str, bool, float | None], dict[str, tuple[Array, Array]]] = {}
 
@@ -232,23 +247,43 @@ class _Arrays:
         if query not in self._rows:
             self._rows[query] = [
                 (
-                    {k: v for k, v in labels.items() if k != "__name__"},
-                    place(times, values, self.grid, self.step),
+                    {k: v for k, v in labels.items() if k != "__name__"} if "__name__" in labels else labels,
+                    on_grid(times, values, self.grid, self.step),
                 )
                 for labels, times, values in self.answers[query].series
             ]
         return self._rows[query]
 
+    def forget(self, query: str) -> None:
+        """Let go of what was made from one query's answer (no view reads it any more)."""
+        self._rows.pop(query, None)
+        for key in [key for key in self._buckets if key[0] == query]:
+            del self._buckets[key]
+
     def buckets(self, plan: ViewPlan) -> dict[str, tuple[Array, Array]]:
         """Group name ("" for the merged fleet) -> its summed buckets."""
         key = (plan.reads[0], plan.replica_label, plan.merge, plan.round_to)
         if key not in self._buckets:
-            rows = self.rows(plan.reads[0])
-            label = plan.replica_label
-            groups = _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
+            groups = _bucket_groups(self.rows(plan.reads[0]), plan)
             found = {name: _buckets(members, plan.round_to) for name, members in groups.items()}
             self._buckets[key] = {name: b for name, b in found.items() if b is not None}
         return self._buckets[key]
+
+
+def _bucket_groups(rows: Rows, plan: ViewPlan) -> dict[str, Rows]:
+    """A histogram view's bucket rows by group: per replica, or all of them for the merged fleet."""
+    label = plan.replica_label
+    return _groups(rows, label) if label and not plan.merge else {"": rows} if rows else {}
+
+
+def _quantile(plan: ViewPlan, name: str, uppers: Array, counts: Array, grid: Array) -> SeriesData | None:
+    """A histogram view's series for one group's summed buckets; None where no step has a count."""
+    assert plan.quantile is not None
+    present: Mask = np.any(~np.isnan(counts), axis=0)
+    if not present.any():
+        return None
+    labels = {plan.replica_label: name} if name and not plan.merge else {}
+    return _sparse(labels, bucket_quantile(plan.quantile, uppers, counts), grid, present)
 
 
 def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
@@ -266,13 +301,16 @@ def _compute(plan: ViewPlan, arrays: _Arrays) -> QueryResult:
         return QueryResult(plan.query, only.series, warnings, None, 0, None, only.infos)
     label, grid = plan.replica_label, arrays.grid
     out: list[SeriesData] = []
-    if plan.shape == "histogram":
-        assert plan.quantile is not None
+    if plan.reads[0] in arrays.digested:
+        out = [
+            ({k: v for k, v in labels.items() if k != DIGESTED}, times, values)
+            for labels, times, values in read[0].series
+            if labels.get(DIGESTED) == plan.key
+        ]
+    elif plan.shape == "histogram":
         for name, (uppers, counts) in arrays.buckets(plan).items():
-            present: Mask = np.any(~np.isnan(counts), axis=0)
-            if present.any():
-                labels = {label: name} if name and not plan.merge else {}
-                out.append(_sparse(labels, bucket_quantile(plan.quantile, uppers, counts), grid, present))
+            if (one := _quantile(plan, name, uppers, counts, grid)) is not None:
+                out.append(one)
     elif plan.shape == "sum":
         rows = arrays.rows(plan.reads[0])
         if rows:
@@ -321,9 +359,83 @@ def unshared(plan: Plan, answers: Mapping[str, QueryResult]) -> Plan:
     )
 
 
+DIGESTED = "__view__"
+"""The label each series of a digested answer carries: the key of the view it is."""
+
+
+def digests(
+    plan: Plan, grid: Array, step: float
+) -> dict[str, Callable[[list[SeriesData]], list[SeriesData]]]:
+    """Query -> its views computed from its series, for every query that only histogram
+    views read: given to `PrometheusSource.range_queries(digest=...)`, it runs as the answer
+    arrives, so a round holds a family's buckets (for a thousand replicas, some 20,000
+    series) only until they are its quantiles. Each series is labelled with its view's
+    key (`DIGESTED`), which `answer` reads back.
+
+    Every view of `plan` that reads the query is computed, so a view that falls back to it
+    later (a recorded view found stale) finds its series there. The computation is
+    `answer`'s own, on that one answer, so the views are the same to the last bit.
+    """
+    readers: dict[str, list[ViewPlan]] = {}
+    for view in plan.views.values():
+        for query in view.reads:
+            readers.setdefault(query, []).append(view)
+    return {
+        query: _digest(query, tuple(views), grid, step)
+        for query, views in readers.items()
+        if all(view.shape == "histogram" for view in views)
+    }
+
+
+def _digest(
+    query: str, views: tuple[ViewPlan, ...], grid: Array, step: float
+) -> Callable[[list[SeriesData]], list[SeriesData]]:
+    # the views that sum the buckets alike share each group's sums, made one group at a time
+    alike: dict[tuple[str, bool, float | None], list[ViewPlan]] = {}
+    for view in views:
+        alike.setdefault((view.replica_label, view.merge, view.round_to), []).append(view)
+
+    def digest(series: list[SeriesData]) -> list[SeriesData]:
+        rows = _Arrays({query: QueryResult(query, series)}, grid, step).rows(query)
+        out: list[SeriesData] = []
+        for members in alike.values():
+            for name, group in _bucket_groups(rows, members[0]).items():
+                found = _buckets(group, members[0].round_to)
+                if found is None:
+                    continue
+                for view in members:
+                    if (one := _quantile(view, name, found[0], found[1], grid)) is not None:
+                        out.append(({**one[0], DIGESTED: view.key}, one[1], one[2]))
+        return out
+
+    return digest
+
+
 def answer(
-    plan: Plan, answers: Mapping[str, QueryResult], grid: Array, step: float
+    plan: Plan,
+    answers: Mapping[str, QueryResult],
+    grid: Array,
+    step: float,
+    digested: Collection[str] = (),
 ) -> dict[str, QueryResult]:
-    """Every view of the plan, from the answers to `plan.queries`."""
-    arrays = _Arrays(answers, grid, step)
-    return {key: _compute(view, arrays) for key, view in plan.views.items()}
+    """Every view of the plan, from the answers to `plan.queries`; the answers to the
+    queries named in `digested` already hold their views (`digests`).
+
+    What the views of one query share (its rows on the grid, a histogram's buckets) is let
+    go once the last view reading that query is computed, so a round holds one family's
+    buckets at a time beside its answers, not all of them.
+    """
+    arrays = _Arrays(answers, grid, step, digested)
+    left: dict[str, int] = {}
+    for view in plan.views.values():
+        for query in view.reads:
+            left[query] = left.get(query, 0) + 1
+    out: dict[str, QueryResult] = {}
+    # the views of one query one after the other, so what they share is made and let go once
+    for key, view in sorted(plan.views.items(), key=lambda item: item[1].reads):
+        out[key] = _compute(view, arrays)
+        for query in view.reads:
+            left[query] -= 1
+            if not left[query]:
+                arrays.forget(query)
+    return {key: out[key] for key in plan.views}

@@ -52,6 +52,8 @@ class Reply:
     stall: float = 0.0
     hang_up: bool = False
     proxy_to: str | None = None
+    cut_after: int | None = None
+    """Send this many bytes of the body, announced whole, then close the connection."""
 
     @staticmethod
     def success(
@@ -98,6 +100,11 @@ class Reply:
     @staticmethod
     def closed() -> Reply:
         return Reply(hang_up=True)
+
+    @staticmethod
+    def cut(after: Reply, size: int) -> Reply:
+        """`after`, its body cut off after `size` bytes (the server dies mid-reply)."""
+        return Reply(after.status, after.body, after.headers, cut_after=size)
 
     @staticmethod
     def proxied(url: str) -> Reply:
@@ -220,6 +227,10 @@ class PromStandIn:
             handler.send_header(name, value)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
+        if reply.cut_after is not None:
+            handler.wfile.write(body[: reply.cut_after])
+            handler.close_connection = True
+            return
         handler.wfile.write(body)
 
 

@@ -34,7 +34,7 @@ from vmserver import (
 
 from signals.catalog import QueryOptions, load_catalog, render
 from signals.live import fetch_frame
-from signals.prometheus import PrometheusSource
+from signals.prometheus import PrometheusSource, replies
 from signals.prometheus.replies import PARTIAL
 from signals.tempprom import OpenMetricsSeries, to_openmetrics
 
@@ -202,6 +202,24 @@ def test_the_highest_prompt_bucket_is_its_edge_on_both_engines(engine: str, text
     fleet = results["fleet"].series[0][2]
     assert len(fleet) == N - 20 and set(fleet.tolist()) == {2000.0}
     assert {v for _, _, values in results["replica"].series for v in values.tolist()} == {2000.0}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_reply_read_as_it_streams_in_is_the_reply_read_whole_on_both_engines(
+    engine: str, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each engine's own JSON is cut into series as it arrives (`signals.prometheus.streamed`)."""
+    require_engine(engine)
+    query = 'rate(vllm:request_prompt_tokens_bucket{job="vllm"}[5m])'
+    with temporary_engine(engine, text) as server:
+        source = PrometheusSource(server.url, timeout=20)
+        whole = source.range_queries({"q": query}, START + 300, START + STEP * (N - 1), STEP)["q"]
+        monkeypatch.setattr(replies, "STREAMED_REPLY_BYTES", 0)
+        streamed = source.range_queries({"q": query}, START + 300, START + STEP * (N - 1), STEP)["q"]
+    assert whole.ok and streamed.ok and len(whole.series) == 24 * len(EDGES)
+    assert [labels for labels, _, _ in streamed.series] == [labels for labels, _, _ in whole.series]
+    for (_, t1, v1), (_, t2, v2) in zip(whole.series, streamed.series, strict=True):
+        assert np.array_equal(t1, t2) and np.array_equal(v1, v2, equal_nan=True)
 
 
 def _get(url: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ logged or put in messages: URLs are shown without user info and without the quer
 The seam is a package split by concern: `errors` (what callers catch), `transport` (the
 deadline-bound Session, HTTP and connection errors mapped to one-line failures),
 `replies` (the result types and the parsing and validation of a reply's data),
+`streamed` (a query's body read as it arrives, series by series when it is large),
 `rounds` (one deadline over a pool of queries, with bounded retries) and `source`
 (`PrometheusSource`, the reads callers make). Names with a leading underscore are
 private to the package; this module is its public face.

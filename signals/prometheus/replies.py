@@ -6,14 +6,12 @@ native histograms refused) and becomes plain arrays; callers never parse query J
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from signals.prometheus.errors import PrometheusBadReply
 from signals.prometheus.transport import _Failure, _one_line
@@ -82,39 +80,66 @@ STREAMED_REPLY_BYTES = 8 * 1024 * 1024
 
 
 class _Samples(NamedTuple):
-    """A series' samples already made arrays while the reply was parsed (`load_reply`)."""
+    """A series' samples made arrays."""
 
     times: FloatArray
     values: FloatArray
 
 
-def _compact_series(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`object_pairs_hook`: a series object's samples become arrays as soon as it is read.
+class _Parsed(NamedTuple):
+    """A series object checked and made arrays as its reply was read (`signals.prometheus.streamed`)."""
 
-    Parsed whole, a reply of 10,000 series × 250 samples is some 2.5 million Python lists,
-    floats and strings (about 700 MB, measured in docs/benchmarks.md); made arrays series by
-    series, the parse never holds more than one series' samples as Python objects.
+    labels: dict[str, str]
+    samples: _Samples
+    key: str
+    """Where its samples were: `values` (a matrix) or `value` (a vector)."""
+
+
+class ReplyArrays:
+    """What the series of one reply share, kept once: their times and their label strings.
+
+    A range query's series mostly hold a sample at every step, so their times are one array
+    (at a thousand replicas, over 100 MB that would be held again and again); it is made
+    read-only, so no reader can change another series' times through it. Label values
+    repeat across series (the job, the model, a bucket's `le`) and are kept as one string.
     """
-    obj = dict(pairs)
-    if "metric" in obj:
-        if isinstance(obj.get("values"), list):
-            obj["values"] = _Samples(*_samples(obj["values"]))
-        elif isinstance(obj.get("value"), list):
-            obj["value"] = _Samples(*_samples([obj["value"]]))
-    return obj
 
+    def __init__(self) -> None:
+        self._times: dict[tuple[int, float, float], FloatArray] = {}
+        self._strings: dict[str, str] = {}
 
-def load_reply(content: bytes) -> object:
-    """A reply's JSON: orjson for the usual sizes, series by series past `STREAMED_REPLY_BYTES`.
+    def times(self, times: FloatArray) -> FloatArray:
+        if not len(times):
+            return times
+        key = (len(times), float(times[0]), float(times[-1]))
+        known = self._times.get(key)
+        if known is not None and np.array_equal(known, times):
+            return known
+        times.flags.writeable = False
+        self._times.setdefault(key, times)
+        return times
 
-    orjson parses a diagnosis' replies of a few megabytes fastest; a reply far larger than
-    a fleet's (a selector matching thousands of series) would, parsed whole into Python
-    objects, cost about ten times its size in memory before any cap could drop a series.
-    A malformed sample raises the reply's `_Failure`, as `_parse_series` would.
-    """
-    if len(content) <= STREAMED_REPLY_BYTES:
-        return orjson.loads(content)
-    return json.loads(content, object_pairs_hook=_compact_series)
+    def labels(self, metric: Mapping[Any, Any]) -> dict[str, str]:
+        strings = self._strings
+        out: dict[str, str] = {}
+        for name, value in metric.items():
+            text = value if type(value) is str else str(value)
+            out[name if type(name) is str else str(name)] = strings.setdefault(text, text)
+        return out
+
+    def series(self, item: object) -> object:
+        """A parsed series object as `_Parsed`; anything else as it is, for `_parse_capped`
+        to name what is wrong with it."""
+        if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
+            return item
+        if isinstance(item.get("values"), list):
+            stamps, values = _samples(item["values"])
+            return _Parsed(
+                self.labels(item.get("metric", {})), _Samples(self.times(stamps), values), "values"
+            )
+        if isinstance(item.get("value"), list):
+            return _Parsed(self.labels(item.get("metric", {})), _Samples(*_samples([item["value"]])), "value")
+        return item
 
 
 CAPPED = "capped: "
@@ -155,14 +180,20 @@ def _parse_capped(data: object, max_series: int | None) -> tuple[list[SeriesData
     if result_type not in ("matrix", "vector") or not isinstance(result, list):
         raise _malformed(f"unsupported result type {result_type!r}")
     key = "values" if result_type == "matrix" else "value"
-    labelled: list[tuple[dict[str, str], Mapping[str, Any]]] = []
+    reply = ReplyArrays()
+    labelled: list[tuple[dict[str, str], object]] = []
     for item in result:
+        if isinstance(item, _Parsed):
+            if item.key != key:
+                raise _malformed(f"a series without {key!r}: not supported")
+            labelled.append((item.labels, item.samples))
+            continue
         if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
             raise _malformed("series without a metric object")
         if key not in item:
             what = "native histogram samples" if _has_histograms(item) else f"a series without {key!r}"
             raise _malformed(f"{what}: not supported")
-        labelled.append(({str(k): str(v) for k, v in item.get("metric", {}).items()}, item))
+        labelled.append((reply.labels(item.get("metric", {})), item[key]))
     groups = {_group(labels) for labels, _ in labelled}
     total = kept_count = len(groups)
     if max_series and total > max_series:
@@ -171,12 +202,14 @@ def _parse_capped(data: object, max_series: int | None) -> tuple[list[SeriesData
         chosen = [(labels, item) for labels, item in labelled if _group(labels) in kept]
         labelled = sorted(chosen, key=lambda pair: (_group(pair[0]), pair[0].get("le", "")))
     out: list[SeriesData] = []
-    for labels, item in labelled:
-        samples = item[key]
+    for labels, samples in labelled:
         if isinstance(samples, _Samples):
             out.append((labels, samples.times, samples.values))
+        elif result_type == "matrix":
+            stamps, values = _samples(samples)
+            out.append((labels, reply.times(stamps), values))
         else:
-            out.append((labels, *_samples(samples if result_type == "matrix" else [samples])))
+            out.append((labels, *_samples([samples])))
     return out, kept_count, total
 
 

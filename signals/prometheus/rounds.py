@@ -21,7 +21,8 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from signals.gcpause import collection_paused
 from signals.prometheus.errors import PrometheusBadReply, PrometheusError, PrometheusUnavailable
-from signals.prometheus.replies import _strings, _warnings, load_reply
+from signals.prometheus.replies import _strings, _warnings
+from signals.prometheus.streamed import read_reply
 from signals.prometheus.transport import (
     _connection_reason,
     _DeadlineSession,
@@ -195,7 +196,21 @@ class Rounds:
         response = self._session.captured()
         if response is None:
             raise _Failure(f"no response from {self.url}", kind="malformed", family=PrometheusBadReply)
-        return _envelope(response, load_reply)
+        try:
+            return _envelope(response, read_reply)
+        except requests.RequestException as exc:
+            # A query's body is read as it streams in (`signals.prometheus.streamed`): the
+            # server may stall or drop the connection partway through it.
+            if isinstance(exc, requests.Timeout) or (
+                isinstance(exc, requests.ConnectionError) and _is_read_timeout(exc)
+            ):
+                raise self._timeout_failure() from exc
+            raise _Failure(
+                f"reply cut off: {_connection_reason(exc)} ({self.url})",
+                kind="unreachable",
+                family=PrometheusUnavailable,
+                transient=True,
+            ) from exc
 
 
 def _backoff(attempt: int) -> float:

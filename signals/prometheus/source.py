@@ -181,12 +181,19 @@ class PrometheusSource(Rounds):
         return out
 
     def range_queries(
-        self, queries: Mapping[str, str], start: float, end: float, step: float
+        self,
+        queries: Mapping[str, str],
+        start: float,
+        end: float,
+        step: float,
+        digest: Mapping[str, Callable[[list[SeriesData]], list[SeriesData]]] | None = None,
     ) -> dict[str, QueryResult]:
         """Run every query over `[start, end]` at `step` seconds, concurrently, within one deadline.
 
         Keys are the caller's names (signal names); each gets a `QueryResult`, failed
-        queries included, so one bad query never hides the others.
+        queries included, so one bad query never hides the others. `digest` maps some of the
+        names to what the caller makes of that answer's series (capped already): it runs as
+        the answer arrives, so a round holds a large answer only until it is digested.
         """
         if not (step > 0 and math.isfinite(step)):
             raise ValueError(f"step must be a positive number of seconds, got {step!r}")
@@ -194,11 +201,18 @@ class PrometheusSource(Rounds):
             raise ValueError(f"bad range: start={start!r} end={end!r}")
         cap = self.max_series
 
-        def parse(data: object) -> tuple[list[SeriesData], int, int]:
-            return _parse_capped(data, cap)
+        def parser(name: str) -> Callable[[object], tuple[list[SeriesData], int, int]]:
+            then = (digest or {}).get(name)
+
+            def parse(data: object) -> tuple[list[SeriesData], int, int]:
+                series, kept, total = _parse_capped(data, cap)
+                return (then(series) if then is not None else series), kept, total
+
+            return parse
 
         jobs: dict[str, _Job[tuple[list[SeriesData], int, int]]] = {
-            name: _Job(self._range_fetch(query, start, end, step), parse) for name, query in queries.items()
+            name: _Job(self._range_fetch(query, start, end, step), parser(name))
+            for name, query in queries.items()
         }
         outcomes = self._round(jobs)
         return {name: _capped_result(queries[name], outcomes[name]) for name in queries}
@@ -285,7 +299,7 @@ class PrometheusSource(Rounds):
                 "timeout": self._server_timeout(),
                 "nocache": "1",
             }
-            return self._session.get(f"{self._base_url}/api/v1/query_range", params=params)
+            return self._session.get(f"{self._base_url}/api/v1/query_range", params=params, stream=True)
 
         return fetch
 
@@ -296,7 +310,7 @@ class PrometheusSource(Rounds):
             params = {"query": query, "timeout": self._server_timeout(), "nocache": "1"}
             if at is not None:
                 params["time"] = _num(at)
-            return self._session.get(f"{self._base_url}/api/v1/query", params=params)
+            return self._session.get(f"{self._base_url}/api/v1/query", params=params, stream=True)
 
         return fetch
 

@@ -121,18 +121,25 @@ class _DeadlineSession(requests.Session):
         return response
 
 
-def _envelope(response: requests.Response, load: Callable[[bytes], object] = orjson.loads) -> dict[str, Any]:
+def _whole(response: requests.Response) -> object:
+    # orjson: a diagnosis' replies are megabytes of [time, "value"] pairs, parsed about
+    # three times faster than by the standard library (its errors are ValueErrors).
+    return orjson.loads(response.content)
+
+
+def _envelope(
+    response: requests.Response, load: Callable[[requests.Response], object] = _whole
+) -> dict[str, Any]:
     """The Prometheus JSON envelope of a response, or the `_Failure` that describes it.
 
-    `load` parses the body (`replies.load_reply` for query replies, which bounds the memory
-    of a huge one); its errors are ValueErrors, or a `_Failure` for a malformed sample.
+    `load` reads and parses the body (`streamed.read_reply` for query replies, which bounds
+    the memory of a huge one); its errors are ValueErrors, a `_Failure` for a malformed
+    sample, or the `requests` errors of a body cut off while it streamed.
     """
     where = _redact(response.url)
     body: object
     try:
-        # orjson: a diagnosis' replies are megabytes of [time, "value"] pairs, parsed about
-        # three times faster than by the standard library (its errors are ValueErrors).
-        body = load(response.content)
+        body = load(response)
     except (ValueError, RecursionError):
         body = None
     error_type, error_text = _error_fields(body)
@@ -228,7 +235,7 @@ def _tls_reason(exc: requests.exceptions.SSLError) -> str:
     return "handshake failed"
 
 
-def _connection_reason(exc: requests.ConnectionError) -> str:
+def _connection_reason(exc: requests.RequestException) -> str:
     cause: object = exc.args[0] if exc.args else None
     reason = getattr(cause, "reason", cause)
     text = str(reason)

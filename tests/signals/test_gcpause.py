@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 from promserver import PromStandIn, Reply
 
 import signals.gcpause as gcpause
@@ -96,13 +97,13 @@ def test_reads_that_keep_overlapping_still_collect(monkeypatch: pytest.MonkeyPat
 
 def test_replies_are_parsed_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    parse = rounds.load_reply
+    parse = rounds.read_reply
 
-    def watched(content: bytes) -> object:
+    def watched(response: requests.Response) -> object:
         seen.append(gc.isenabled())
-        return parse(content)
+        return parse(response)
 
-    monkeypatch.setattr(rounds, "load_reply", watched)
+    monkeypatch.setattr(rounds, "read_reply", watched)
     with PromStandIn(Reply.success(MATRIX)) as stand, PrometheusSource(stand.url, timeout=2.0) as source:
         result = source.range_queries({"q": "up"}, START, START + 60, 15.0)["q"]
     assert result.ok and len(result.series) == 1
