@@ -241,7 +241,9 @@ def fetch_frame(
     instead where `triage rules` recorded it (`signals.recorded`); the views whose recorded
     series turn out absent or stale are read from the raw catalog in a second round. The
     cyclic garbage collector is paused throughout (`signals.gcpause`): the replies and the
-    frame are millions of objects, none of them in a cycle.
+    frame are millions of objects, none of them in a cycle. What the read freed is handed
+    back to the system at its end (`signals.malloc.trim`), so a process that reads again and
+    again (the service, the TUI) holds its frames, not the rounds that made them.
     """
     names, resolutions = resolve_scoped(catalog, prometheus, options, at - lookback, at)
     views = render_views(resolutions, options)
@@ -290,4 +292,9 @@ def fetch_frame(
         )
     requests = 1 + sum(r.http_requests for r in answers.values())
     queries = {key: raw.views.get(key, view).query for key, view in first.views.items()}
-    return frame, FetchReport(prometheus.url, statuses, queries, requests, len(answers))
+    report = FetchReport(prometheus.url, statuses, queries, requests, len(answers))
+    del answers, results
+    from signals.malloc import trim  # ctypes, loaded by the commands that read
+
+    trim()
+    return frame, report

@@ -1,4 +1,5 @@
-"""glibc's malloc arenas, capped for a process that reads Prometheus from threads.
+"""glibc's malloc arenas, capped for a process that reads Prometheus from threads, and the
+pages a read frees handed back to the system (`trim`).
 
 glibc gives every thread that allocates while the others hold their arenas an arena of its
 own, up to eight per core. A live read's round parses each reply in a worker thread
@@ -41,6 +42,20 @@ def cap_arenas(arenas: int = ARENAS) -> bool:
     except OSError:
         return False
     return bool(libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(arenas)))
+
+
+def trim() -> bool:
+    """Hand the free pages of glibc's heap back to the system (`malloc_trim(0)`); True when some
+    were. A read frees far more than it keeps (replies, buckets, placed rows), scattered among
+    what it keeps, so its freed pages would stay resident: after a live read of 1,000
+    replicas, 60-90 MB of them. Nothing is done where the C library is not glibc."""
+    if not _glibc():
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.malloc_trim(ctypes.c_size_t(0)))
 
 
 def _glibc() -> bool:

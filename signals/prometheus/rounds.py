@@ -169,14 +169,7 @@ class Rounds:
                 family=PrometheusUnavailable,
             ) from exc
         except requests.ConnectionError as exc:
-            if _is_read_timeout(exc):
-                raise self._timeout_failure() from exc
-            raise _Failure(
-                f"unreachable: {_connection_reason(exc)} ({self.url})",
-                kind="unreachable",
-                family=PrometheusUnavailable,
-                transient=True,
-            ) from exc
+            raise self._connection_lost(exc, "unreachable") from exc
         except (
             PrometheusApiClientException,
             requests.RequestException,
@@ -201,16 +194,20 @@ class Rounds:
         except requests.RequestException as exc:
             # A query's body is read as it streams in (`signals.prometheus.streamed`): the
             # server may stall or drop the connection partway through it.
-            if isinstance(exc, requests.Timeout) or (
-                isinstance(exc, requests.ConnectionError) and _is_read_timeout(exc)
-            ):
-                raise self._timeout_failure() from exc
-            raise _Failure(
-                f"reply cut off: {_connection_reason(exc)} ({self.url})",
-                kind="unreachable",
-                family=PrometheusUnavailable,
-                transient=True,
-            ) from exc
+            raise self._connection_lost(exc, "reply cut off") from exc
+
+    def _connection_lost(self, exc: requests.RequestException, what: str) -> _Failure:
+        """A read that timed out, or `what` (the server unreachable, or gone mid-reply): transient."""
+        if isinstance(exc, requests.Timeout) or (
+            isinstance(exc, requests.ConnectionError) and _is_read_timeout(exc)
+        ):
+            return self._timeout_failure()
+        return _Failure(
+            f"{what}: {_connection_reason(exc)} ({self.url})",
+            kind="unreachable",
+            family=PrometheusUnavailable,
+            transient=True,
+        )
 
 
 def _backoff(attempt: int) -> float:
