@@ -121,10 +121,15 @@ def prometheus(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_live_diagnosis_names_the_cause_with_evidence(
-    prometheus: str, capsys: pytest.CaptureFixture[str]
+    prometheus: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import signals.malloc
+
+    trimmed: list[bool] = []
+    monkeypatch.setattr(signals.malloc, "trim", lambda: trimmed.append(True) or True)
     code = live_diagnose(prometheus)
     assert code == EXIT_OK
+    assert trimmed == [True]  # the read handed back what it freed, once
     data = json.loads(capsys.readouterr().out)
     assert data["causes"][0]["cause"] == "kv_pressure"
     kv = next(e for e in data["causes"][0]["evidence"] if e["signal"] == "kv_usage_ratio")
