@@ -1,11 +1,12 @@
 """A query reply's body, read as it arrives: whole when small, series by series when large.
 
-A reply of a few megabytes is parsed whole by orjson, fastest. A large one (a histogram's
-buckets for a thousand replicas are some 20,000 series, over 100 MB of JSON) would be
-held whole as bytes, then as text, then as millions of Python lists before any of it
-became arrays. Past `replies.STREAMED_REPLY_BYTES` it is instead cut into series as the
-chunks arrive, each piece parsed by orjson and its samples made arrays at once, so the
-read holds one chunk and the arrays, never the reply.
+A reply of up to a megabyte is parsed whole by orjson. A larger one (a view of a thousand
+replicas is 7 MB of JSON, a histogram's buckets for them over 100 MB) would be held whole
+as bytes and then as Python lists, about ten times its size, before any of it became
+arrays, and a round parses several at once. Past `replies.STREAMED_REPLY_BYTES` it is
+instead cut into series as the chunks arrive, each piece parsed by orjson and its samples
+made arrays at once, so the read holds one chunk and the arrays, never the reply; it is as
+fast as orjson whole.
 
 The cut is safe in any valid reply: the bytes `},{"metric":` hold two unescaped quotes,
 so they never occur inside a JSON string, and a series' labels are a flat object. They

@@ -1,4 +1,5 @@
-"""glibc's malloc arenas are capped for the process (`signals.malloc`), and the user's own setting wins.
+"""glibc's malloc arenas are capped for the process (`signals.malloc`), and the user's own setting wins;
+the pages a read frees are handed back to the system.
 
 Each case runs in a fresh interpreter, since an arena, once made, lives as long as its
 process: eight threads allocate at once while all are alive, and glibc's own account of its
