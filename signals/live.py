@@ -185,13 +185,14 @@ def _placed(
     """A series' row on the grid, ±Inf and (for a DCGM signal) DCGM's blanks made NaN; None
     when only blanks remain. A series with a finite sample at every step is its own row, not
     copied (a thousand replicas' rows are tens of megabytes), so it must not be written to."""
-    row = on_grid(np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64), grid, step)
+    values = np.asarray(values, dtype=np.float64)
+    row = on_grid(np.asarray(times, dtype=np.float64), values, grid, step)
     bad = ~np.isfinite(row)
-    blank = is_blank(row) if gpu else None
-    if bad.any() or (blank is not None and blank.any()):
+    blanks = bool(gpu and (blank := is_blank(row)).any())
+    if bad.any() or blanks:
         row = row.copy() if row is values else row
         row[bad] = np.nan
-        if blank is not None and blank.any():
+        if blanks:
             row[blank] = np.nan
             if not np.isfinite(row).any():
                 return None

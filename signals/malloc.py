@@ -18,6 +18,7 @@ Set once as a process starts, before its first worker thread. A user's own
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 ARENAS = 1
@@ -35,13 +36,8 @@ def cap_arenas(arenas: int = ARENAS) -> bool:
     """
     if arenas < 1:
         raise ValueError(f"arenas must be at least 1, got {arenas}")
-    if os.environ.get("MALLOC_ARENA_MAX") or not _glibc():
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(arenas)))
+    libc = None if os.environ.get("MALLOC_ARENA_MAX") else _libc()
+    return libc is not None and bool(libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(arenas)))
 
 
 def trim() -> bool:
@@ -49,13 +45,19 @@ def trim() -> bool:
     were. A read frees far more than it keeps (replies, buckets, placed rows), scattered among
     what it keeps, so its freed pages would stay resident: after a live read of 1,000
     replicas, 60-90 MB of them. Nothing is done where the C library is not glibc."""
+    libc = _libc()
+    return libc is not None and bool(libc.malloc_trim(ctypes.c_size_t(0)))
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """glibc, loaded once (a read trims after every round); None where the C library is not glibc."""
     if not _glibc():
-        return False
+        return None
     try:
-        libc = ctypes.CDLL("libc.so.6")
+        return ctypes.CDLL("libc.so.6")
     except OSError:
-        return False
-    return bool(libc.malloc_trim(ctypes.c_size_t(0)))
+        return None
 
 
 def _glibc() -> bool:

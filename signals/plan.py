@@ -76,6 +76,14 @@ class Plan:
         """The distinct queries the round sends, in a stable order."""
         return list(dict.fromkeys(q for v in self.views.values() for q in v.reads))
 
+    def readers(self) -> dict[str, list[ViewPlan]]:
+        """Query -> the views that read it, in the plan's order."""
+        out: dict[str, list[ViewPlan]] = {}
+        for view in self.views.values():
+            for query in view.reads:
+                out.setdefault(query, []).append(view)
+        return out
+
 
 def view_plan(view: RenderedView, per_replica: bool | None = None) -> ViewPlan:
     """The plan of one rendered view.
@@ -376,13 +384,9 @@ def digests(
     later (a recorded view found stale) finds its series there. The computation is
     `answer`'s own, on that one answer, so the views are the same to the last bit.
     """
-    readers: dict[str, list[ViewPlan]] = {}
-    for view in plan.views.values():
-        for query in view.reads:
-            readers.setdefault(query, []).append(view)
     return {
         query: _digest(query, tuple(views), grid, step)
-        for query, views in readers.items()
+        for query, views in plan.readers().items()
         if all(view.shape == "histogram" for view in views)
     }
 
@@ -426,10 +430,7 @@ def answer(
     buckets at a time beside its answers, not all of them.
     """
     arrays = _Arrays(answers, grid, step, digested)
-    left: dict[str, int] = {}
-    for view in plan.views.values():
-        for query in view.reads:
-            left[query] = left.get(query, 0) + 1
+    left = {query: len(views) for query, views in plan.readers().items()}
     out: dict[str, QueryResult] = {}
     # the views of one query one after the other, so what they share is made and let go once
     for key, view in sorted(plan.views.items(), key=lambda item: item[1].reads):
