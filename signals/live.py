@@ -48,6 +48,13 @@ class SignalStatus:
         return self.replica_source is None and self.fleet_source is None
 
 
+RECORDING_PAYS_REPLICAS = 100
+"""From this many replicas, a read of raw series is worth recording with `triage rules`.
+Measured (docs/benchmarks.md, `bench/live.py`): at 200 replicas a raw read costs Prometheus
+1.35× a refresh of vLLM's dashboard and takes 4.1 s, the recorded read 0.10× and 1.0 s; at
+1,000 replicas 23 s against 3.6 s. At 32 replicas both are under a second."""
+
+
 @dataclass(frozen=True)
 class FetchReport:
     """Everything a fetch round learned, for the CLI, the diagnosis notes and the benchmark."""
@@ -59,6 +66,18 @@ class FetchReport:
     http_requests: int = 0
     sent: int = 0
     """Distinct queries sent (a histogram family's bucket rates serve all its quantiles and views)."""
+    replicas: int = 0
+    """The replicas the frame holds a series of."""
+
+    @property
+    def recorded_views(self) -> int:
+        """How many views were read from the series `triage rules` records."""
+        return sum(len(s.recorded) for s in self.statuses.values())
+
+    def recording_would_pay(self) -> bool:
+        """A fleet this large read from raw series alone: `triage rules` would make it far
+        cheaper (`RECORDING_PAYS_REPLICAS`). Said by the front ends, never acted on."""
+        return self.replicas >= RECORDING_PAYS_REPLICAS and not self.recorded_views
 
     def problems(self) -> dict[str, str]:
         """Signal -> one-line reason, for signals that could not be read or came back partial."""
@@ -293,7 +312,9 @@ def fetch_frame(
         )
     requests = 1 + sum(r.http_requests for r in answers.values())
     queries = {key: raw.views.get(key, view).query for key, view in first.views.items()}
-    report = FetchReport(prometheus.url, statuses, queries, requests, len(answers))
+    report = FetchReport(
+        prometheus.url, statuses, queries, requests, len(answers), replicas=len(frame.replica_names())
+    )
     del answers, results
     from signals.malloc import trim  # ctypes, loaded by the commands that read
 

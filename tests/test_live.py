@@ -9,7 +9,9 @@ the Prometheus API at scale), and asserts the same diagnosis on both.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,6 +172,73 @@ def test_both_engines_reach_the_same_diagnosis(capsys: pytest.CaptureFixture[str
     assert [c["score"] for c in victoriametrics["causes"]] == pytest.approx(
         [c["score"] for c in prometheus["causes"]], abs=0.02
     )
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal has it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _as_terminal(monkeypatch: pytest.MonkeyPatch) -> _Terminal:
+    """stderr as a terminal, with the progress line shown from the first answer on (called in
+    the test itself: pytest's capture sets its own stderr again between a fixture and the test)."""
+    import triage.cli.progress
+
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setattr(triage.cli.progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(triage.cli.progress, "INTERVAL_S", 0.0)
+    stream = _Terminal()
+    monkeypatch.setattr("sys.stderr", stream)
+    return stream
+
+
+def _progress_then(stream: _Terminal) -> str:
+    """What a terminal's stderr holds after the progress line was erased, checking the counts
+    it showed: all answered at the last."""
+    shown, _, after = stream.getvalue().rpartition("\r\x1b[K")
+    counts = re.findall(r"prometheus: (\d+) of (\d+) requests? answered, \d+ s", shown)
+    assert counts and counts[-1][0] == counts[-1][1]
+    assert all(int(done) <= int(asked) for done, asked in counts)
+    return after
+
+
+def test_a_terminal_sees_the_read_progress_then_only_the_hint_for_a_large_raw_read(
+    prometheus: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the read's progress shows and is erased; stdout is the same JSON either way.
+    The hint to record the series appears for a fleet at the size where recording pays, not below
+    it (the fixture's four replicas stand for it by moving the line)."""
+    import signals.live
+
+    assert live_diagnose(prometheus) == EXIT_OK
+    plain = capsys.readouterr()
+    assert plain.err == ""  # not a terminal, and four replicas: nothing on stderr
+    for line, hinted in ((len(REPLICAS) + 1, False), (len(REPLICAS), True)):
+        with pytest.MonkeyPatch.context() as patch:
+            stream = _as_terminal(patch)
+            patch.setattr(signals.live, "RECORDING_PAYS_REPLICAS", line)
+            assert live_diagnose(prometheus) == EXIT_OK
+        assert capsys.readouterr().out == plain.out
+        after = _progress_then(stream)
+        hint = f"hint: {len(REPLICAS)} replicas read from raw series in "
+        assert after.startswith(hint) and "triage rules" in after if hinted else after == ""
+
+
+def test_capture_and_report_show_their_read_progress_on_a_terminal(
+    prometheus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _as_terminal(monkeypatch)
+    window = ["--prometheus", prometheus, "--start", format_instant(START), "--end", format_instant(AT)]
+    captured, report = tmp_path / "captured.yaml", tmp_path / "report.md"
+    assert main(["capture", *window, "-o", str(captured)]) == EXIT_OK
+    assert _progress_then(terminal) == "" and captured.is_file()
+    terminal.truncate(0)
+    terminal.seek(0)
+    assert main(["report", *window, "--symptom", "tpot_slow", "-o", str(report)]) == EXIT_OK
+    assert report.is_file()
+    _progress_then(terminal)
 
 
 def test_selector_that_matches_nothing_is_exit_3(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:

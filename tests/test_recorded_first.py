@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from promserver import require_prometheus_binaries
 
+import signals.live
 from signals.catalog import QueryOptions, load_catalog
 from signals.fixture import load_fixture
 from signals.frame import SignalFrame
@@ -68,6 +69,14 @@ def test_recorded_series_are_read_and_give_the_same_frame(
         if f"{name}/fleet" in report.queries
     )
     assert not any(s.recorded for s in raw_report.statuses.values())
+    # The same fleet, read raw then recorded: only the raw read is worth the hint to record.
+    assert report.replicas == raw_report.replicas == len(raw_frame.replica_names()) > 0
+    assert raw_report.recorded_views == 0 and report.recorded_views >= len(read)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signals.live, "RECORDING_PAYS_REPLICAS", raw_report.replicas)
+        assert raw_report.recording_would_pay() and not report.recording_would_pay()
+        patch.setattr(signals.live, "RECORDING_PAYS_REPLICAS", raw_report.replicas + 1)
+        assert not raw_report.recording_would_pay()
     # The fleet views are read in one query per scope, not one per signal.
     assert report.http_requests < raw_report.http_requests
     # The rules were evaluated at their group's own offset (seconds off the query's steps), as

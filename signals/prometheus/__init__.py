@@ -51,16 +51,19 @@ from signals.prometheus.errors import (
     PrometheusUnavailable,
 )
 from signals.prometheus.replies import ApiReply, FloatArray, QueryResult, SeriesData
+from signals.prometheus.rounds import Progress, ReadProgress
 from signals.prometheus.source import PrometheusSource
 
 __all__ = [
     "ApiReply",
     "FloatArray",
+    "Progress",
     "PrometheusBadReply",
     "PrometheusError",
     "PrometheusRejected",
     "PrometheusSource",
     "PrometheusUnavailable",
     "QueryResult",
+    "ReadProgress",
     "SeriesData",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -47,6 +48,50 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
+class ReadProgress:
+    """How far a source's reads have come: requests answered (or failed) of those sent.
+
+    Counted over the source's life, across rounds, so a read that sends a second round (the
+    recorded views found stale, read raw) shows one count that grows rather than two."""
+
+    answered: int
+    asked: int
+
+
+Progress = Callable[[ReadProgress], None]
+"""Called from the round's worker threads as each request of a round ends: it must be quick
+and safe to call from several threads at once."""
+
+
+class _Counts:
+    """The source's `ReadProgress`, counted under a lock and handed to its listener, one call
+    at a time and in order (a count never goes back)."""
+
+    def __init__(self, listener: Progress | None) -> None:
+        self._listener = listener
+        self._lock = threading.Lock()
+        self._answered = 0
+        self._asked = 0
+
+    def asked(self, count: int) -> None:
+        self._tell(0, count)
+
+    def answered(self, _: object = None) -> None:
+        self._tell(1, 0)
+
+    def _tell(self, answered: int, asked: int) -> None:
+        if self._listener is None:
+            return
+        with self._lock:  # held while the listener hears, so it hears the counts in order
+            self._answered += answered
+            self._asked += asked
+            try:
+                self._listener(ReadProgress(self._answered, self._asked))
+            except Exception:  # a display must never fail a read
+                _LOG.debug("progress listener failed", exc_info=True)
+
+
+@dataclass(frozen=True)
 class _Outcome(Generic[R]):
     value: R | None
     failure: _Failure | None
@@ -70,6 +115,7 @@ class Rounds:
     _max_workers: int
     _session: _DeadlineSession
     _client: PrometheusConnect
+    _progress: _Counts
 
     def _round(self, jobs: Mapping[str, _Job[R]]) -> dict[str, _Outcome[R]]:
         """Run the jobs on a pool; whatever is not done at the deadline is a timeout.
@@ -91,9 +137,11 @@ class Rounds:
             max_workers=min(len(jobs), self._max_workers), thread_name_prefix="prometheus"
         )
         futures: dict[str, Future[_Outcome[R]]] = {}
+        self._progress.asked(len(jobs))
         try:
             for name, job in jobs.items():
                 futures[name] = pool.submit(self._run_job, job, deadline, tallies[name])
+                futures[name].add_done_callback(self._progress.answered)
             wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()) + _GRACE_S)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

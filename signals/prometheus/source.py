@@ -29,7 +29,7 @@ from signals.prometheus.replies import (
     _parse_series,
     capped_warning,
 )
-from signals.prometheus.rounds import Rounds, _Job, _Outcome
+from signals.prometheus.rounds import Progress, Rounds, _Counts, _Job, _Outcome
 from signals.prometheus.transport import _DeadlineSession, _num, _redact
 from signals.vocabulary import DEFAULT_MAX_SERIES
 
@@ -48,7 +48,8 @@ class PrometheusSource(Rounds):
     for uncompressed unless `compress` (see the constructor). `max_series` caps the series
     of one range query's answer (`signals.vocabulary.DEFAULT_MAX_SERIES`; 0 or None: no cap), saying
     so in its warnings; instant queries (fleet discovery reads every fleet at once) are not
-    capped.
+    capped. `progress`, when given, hears how many of the requests sent have ended, as each
+    one ends (`ReadProgress`): what a terminal shows while a large fleet is read.
     Bad arguments (a non-http URL, step <= 0, end < start) are programming errors and
     raise `ValueError`, never echoing a credential.
     """
@@ -67,6 +68,7 @@ class PrometheusSource(Rounds):
         max_workers: int = 8,
         compress: bool = False,
         max_series: int | None = DEFAULT_MAX_SERIES,
+        progress: Progress | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -94,6 +96,7 @@ class PrometheusSource(Rounds):
         self.max_retries = max_retries
         self._max_workers = max_workers
         self.max_series = max_series or None
+        self._progress = _Counts(progress)
 
         session = _DeadlineSession(self.timeout)
         session.headers["Accept"] = "application/json"

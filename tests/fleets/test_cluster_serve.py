@@ -14,10 +14,13 @@ labels, including two alerts of one Alertmanager group that name two fleets.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from service.harness.alertmanager import TemporaryAlertmanager, make_alert, require_alertmanager_binary
 from service.harness.sink import RecordingSink
 from service.servicekit import ServeProcess, count, rows, wait_until
@@ -82,6 +85,39 @@ def test_each_work_item_is_diagnosed_on_the_fleet_its_alerts_name(scenario: Scen
     assert gone.diagnosis is None and gone.cause is None and gone.unavailable is None
     assert gone.scope.startswith('not diagnosed: no fleet {namespace="llm",model_name="gone"} in Prometheus')
     assert kv.model_name in gone.scope and gone.signature.endswith(":no-fleet")
+
+
+def test_the_service_says_once_a_fleet_that_a_large_raw_read_is_worth_recording(
+    scenario: Scenario, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read from raw series, a fleet at the size where `triage rules` pays gets one warning per
+    process, however many of its alerts follow; a fleet under that size gets none. The
+    cluster's fleets are a few replicas, so the size is moved to them."""
+    import signals.live
+
+    kv, gpu = truth(scenario, "vllm"), truth(scenario, "vllm-70b")
+    diagnoser = Diagnoser(load_graph(), load_catalog(), QueryOptions(), FetchSettings(7200.0, 30.0, 30.0))
+
+    def run(fleet: FleetTruth, item: int, at: float) -> WorkResult:
+        work = WorkItem(item, "g", at, fleet.symptom or "auto", "alert label", 1, "", (labels_of(fleet),))
+        with PrometheusSource(scenario.url, timeout=30) as source:
+            return diagnoser.run(work, source)
+
+    def hints() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "triage rules" in r.getMessage()]
+
+    caplog.set_level(logging.WARNING, logger="triage.service")
+    monkeypatch.setattr(signals.live, "RECORDING_PAYS_REPLICAS", 10_000)
+    assert run(kv, 1, kv.at).fetches == 1
+    assert hints() == []
+    monkeypatch.setattr(signals.live, "RECORDING_PAYS_REPLICAS", 1)
+    assert run(kv, 2, kv.at - 600).fetches == 1 and run(kv, 3, kv.at - 1200).fetches == 1  # other spans
+    assert run(gpu, 4, gpu.at).fetches == 1
+    said = hints()
+    assert len(said) == 2, said  # one for each fleet, though the first was read twice
+    assert said[0].startswith(f"fleet {kv.namespace}/{kv.model_name}@Deployment/vllm: ")
+    assert said[1].startswith(f"fleet {gpu.namespace}/{gpu.model_name}@LeaderWorkerSet/vllm-70b: ")
+    assert all(re.search(r": \d+ replicas read from raw series", line) for line in said)
 
 
 def _alert(name: str, fleet: FleetTruth, **labels: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from signals.prometheus import (
     PrometheusSource,
     PrometheusUnavailable,
     QueryResult,
+    ReadProgress,
 )
 from signals.tempprom import TemporaryPrometheus, free_loopback_port, to_openmetrics
 
@@ -421,6 +422,38 @@ def test_metric_names_and_check_map_failures_to_signal_errors(make_source: Any) 
     assert isinstance(unavailable.value, SignalError) and isinstance(unavailable.value, PrometheusError)
     assert unavailable.value.kind == "unavailable"
     assert stand.seen[0].path == "/api/v1/label/__name__/values"
+
+
+def test_progress_counts_every_request_across_rounds_failures_included(make_source: Any) -> None:
+    heard: list[ReadProgress] = []
+    lock = threading.Lock()
+
+    def listen(progress: ReadProgress) -> None:
+        with lock:
+            heard.append(progress)
+
+    with PromStandIn(
+        Reply.success(MATRIX), by_query={"sum{": [Reply.error("bad_data", "parse error", 400)]}
+    ) as stand:
+        source = make_source(stand.url, progress=listen)
+        first = source.range_queries({"a": "up", "b": "up == 1", "bad": "sum{"}, START, START + 60, STEP)
+        assert heard[-1] == ReadProgress(3, 3)
+        source.range_queries({"c": "up", "d": "up > 0"}, START, START + 60, STEP)
+    assert first["bad"].error and first["a"].ok
+    assert heard[-1] == ReadProgress(5, 5)
+    assert len(heard) == 2 + 5  # once as each round is sent, once as each request ends
+    assert sorted({p.answered for p in heard}) == [0, 1, 2, 3, 4, 5]
+    assert all(p.answered <= p.asked for p in heard)
+    assert heard == sorted(heard, key=lambda p: (p.asked, p.answered))  # heard in order, never back
+
+
+def test_a_failing_progress_listener_never_fails_the_read(make_source: Any) -> None:
+    def broken(_: ReadProgress) -> None:
+        raise RuntimeError("display gone")
+
+    with PromStandIn(Reply.success(MATRIX)) as stand:
+        result = one(make_source(stand.url, progress=broken))
+    assert result.ok and len(result.series) == 1
 
 
 def test_argument_errors_are_value_errors() -> None:

@@ -82,14 +82,17 @@ class Command:
         return self.load()(args, out)
 
 
-def use_color(stream: TextIO) -> bool:
-    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
-    if os.environ.get("NO_COLOR"):
-        return False
+def is_terminal(stream: TextIO) -> bool:
+    """A terminal that understands escape codes: not a pipe or a file, and not TERM=dumb."""
     if os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def use_color(stream: TextIO) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
+    return not os.environ.get("NO_COLOR") and is_terminal(stream)
 
 
 def write_output(path: str, text: str, flag: str) -> None:
@@ -113,6 +116,7 @@ __all__ = [
     "Subparsers",
     "UsageError",
     "add_playbook_option",
+    "is_terminal",
     "use_color",
     "write_output",
 ]

@@ -15,14 +15,15 @@ from signals.catalog import Catalog, QueryOptions, load_catalog, normalise_selec
 from signals.fleets import Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
 from signals.fleets.scope import scoped_options
-from signals.prometheus import PrometheusSource
+from signals.prometheus import Progress, PrometheusSource
 from triage.inputs.arguments import read_secret
 from triage.inputs.errors import SourceArgError
 from triage.inputs.options import TOKEN_ENV
 
 
-def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
-    """The source the options describe; SourceArgError for a value that cannot work."""
+def prometheus_source(args: argparse.Namespace, progress: Progress | None = None) -> PrometheusSource:
+    """The source the options describe; SourceArgError for a value that cannot work.
+    `progress` hears the reads as they end (a front end's display)."""
     url = str(args.prometheus or "")
     if not url.startswith(("http://", "https://")):
         raise SourceArgError(f"--prometheus: '{url}' is not an http:// or https:// URL")
@@ -53,6 +54,7 @@ def prometheus_source(args: argparse.Namespace) -> PrometheusSource:
         ca_bundle=args.ca_file,
         compress=args.compress,
         verify=not args.insecure,
+        progress=progress,
         **({"max_series": max_series} if max_series is not None else {}),
     )
 
@@ -73,22 +75,32 @@ def catalog(args: argparse.Namespace) -> Catalog:
 
 
 def live_source(
-    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0, *, scope: bool = True
+    args: argparse.Namespace,
+    at: float | None = None,
+    lookback: float = 3600.0,
+    *,
+    scope: bool = True,
+    progress: Progress | None = None,
 ) -> tuple[PrometheusSource, Catalog, QueryOptions]:
     """The server, the catalog and the query options the live flags describe, as every live command
     reads them (the server's flags are checked first, so their errors come first); with `--fleet`,
     the options are scoped to the fleet as it was in the `lookback` before `at` (unless `scope`
-    is off: the caller scopes per fleet itself)."""
-    prometheus, cat, options, _ = live_fleet_source(args, at, lookback, scope=scope)
+    is off: the caller scopes per fleet itself). `progress` as for `prometheus_source`."""
+    prometheus, cat, options, _ = live_fleet_source(args, at, lookback, scope=scope, progress=progress)
     return prometheus, cat, options
 
 
 def live_fleet_source(
-    args: argparse.Namespace, at: float | None = None, lookback: float = 3600.0, *, scope: bool = True
+    args: argparse.Namespace,
+    at: float | None = None,
+    lookback: float = 3600.0,
+    *,
+    scope: bool = True,
+    progress: Progress | None = None,
 ) -> tuple[PrometheusSource, Catalog, QueryOptions, Fleet | None]:
     """`live_source` and the fleet `--fleet` chose (None without it), for a command that records
     which fleet it read (a capture)."""
-    prometheus, cat, options = prometheus_source(args), catalog(args), query_options(args)
+    prometheus, cat, options = prometheus_source(args, progress), catalog(args), query_options(args)
     wanted = getattr(args, "fleet", None)
     if not wanted or not scope:
         return prometheus, cat, options, None

@@ -139,6 +139,21 @@ class Diagnoser:
         self.scoper = FleetScoper(
             options, fleet_labels, fetch.lookback + fetch.span, SharedFetches(breaker, shared)
         )
+        self._hinted: set[str] = set()
+
+    def _hint_recording(self, fleet: str, report: FetchReport) -> None:
+        """Once a process and a fleet (`fleet` its name, "" for the service's selector): a large
+        fleet read from raw series, which `triage rules` would make far cheaper for the
+        Prometheus every diagnosis reads."""
+        if fleet in self._hinted or not report.recording_would_pay():
+            return
+        self._hinted.add(fleet)
+        _LOG.warning(
+            "%s: %d replicas read from raw series; the series `triage rules` records make each "
+            "diagnosis's read about ten times cheaper for Prometheus",
+            f"fleet {fleet}" if fleet else "the service's selector",
+            report.replicas,
+        )
 
     def run(self, item: WorkItem, source: PrometheusSource) -> WorkResult:
         end = self.fetch.frame_end(item.at, time.time())
@@ -164,6 +179,8 @@ class Diagnoser:
                 )
 
             (frame, report), fetched = self.frames.get((scoping.key, end), fetch)
+            if fetched:
+                self._hint_recording(scoping.key, report)
         except SignalError as exc:
             reason = _first_line(str(exc)) or type(exc).__name__
             return WorkResult(

@@ -8,6 +8,7 @@ fleet it is, since its series name replicas and not the fleet they serve.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import TextIO
@@ -17,6 +18,7 @@ from signals.fixturefleet import FixtureFleet
 from signals.live import fetch_frame
 from signals.timeparse import format_duration, format_instant
 from triage.cli import common
+from triage.cli.progress import TerminalProgress
 from triage.core.model import AUTO
 from triage.inputs import arguments as inputs
 from triage.inputs import sources as sourceargs
@@ -33,8 +35,11 @@ def cmd_capture(args: argparse.Namespace, out: TextIO) -> int:
         )
     kb = load_playbooks(args.playbooks)
     symptom = inputs.symptom_arg(args.symptom, kb)
-    prometheus, cat, options, fleet = sourceargs.live_fleet_source(args, end, end - start)
-    frame, report = fetch_frame(prometheus, cat, options, end, end - start, step)
+    with TerminalProgress(sys.stderr, "prometheus") as progress:
+        prometheus, cat, options, fleet = sourceargs.live_fleet_source(
+            args, end, end - start, progress=progress
+        )
+        frame, report = fetch_frame(prometheus, cat, options, end, end - start, step)
     name = Path(args.output).stem
     record = FixtureFleet.of(fleet) if fleet is not None else None
     doc = frame_to_fixture(

@@ -7,6 +7,7 @@ without the tool: offline, printed, in a wiki or a ticket.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Literal, TextIO
@@ -19,6 +20,7 @@ from signals.live import fetch_frame
 from signals.timeparse import format_duration
 from signals.yamldoc import parse_yaml
 from triage.cli import common
+from triage.cli.progress import TerminalProgress
 from triage.core.model import AUTO
 from triage.core.playbook import Knowledge
 from triage.inputs import arguments as inputs
@@ -33,8 +35,9 @@ def _live_fixture(args: argparse.Namespace, kb: Knowledge) -> Fixture:
     start, end = inputs.live_range(args, time.time())
     step = inputs.duration_arg(args.step, "--step")
     symptom = inputs.symptom_arg(args.symptom, kb)
-    prometheus, cat, options = sourceargs.live_source(args, end, end - start)
-    frame, _ = fetch_frame(prometheus, cat, options, end, end - start, step)
+    with TerminalProgress(sys.stderr, "prometheus") as progress:
+        prometheus, cat, options = sourceargs.live_source(args, end, end - start, progress=progress)
+        frame, _ = fetch_frame(prometheus, cat, options, end, end - start, step)
     doc = frame_to_fixture(
         frame,
         Path(args.output).stem,
