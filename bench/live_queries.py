@@ -18,7 +18,15 @@ With --steps (e.g. 30,60,120,300), the whole round is sent instead, concurrently
 diagnosis sends it, at each of those steps over the same window, beside one refresh of vLLM's
 Grafana dashboard at the diagnosis's step: what a coarser read of every view would save, and
 the floor it approaches (every sample of the window is still decoded, whatever the step).
+
+With --forms, one histogram family is read in the forms a round could ask it in, each alone:
+its bucket rates per replica as the round sends them, the same with the zero rates left out,
+the raw samples themselves (a range selector at one instant), the counters at each step, the
+fleet's sum by `le`, and a count that decodes every sample and answers one number. What each
+costs says where Prometheus's CPU goes: decoding the samples, evaluating each series at each
+step, or writing the answer.
 Run: python -m bench.live_queries [--replicas 200] [--top 20] [--runs 3] [--steps 30,60,120,300]
+     [--forms vllm:time_to_first_token_seconds_bucket]
 """
 
 from __future__ import annotations
@@ -91,6 +99,50 @@ def measure_steps(
     return rows
 
 
+def measure_forms(
+    source: PrometheusSource, pid: int, family: str, at: float, runs: int
+) -> list[tuple[str, float, float, int]]:
+    """(form, Prometheus CPU s, wall s, points) of one histogram family read in each form, each
+    warmed once and measured `runs` times (median)."""
+    window = f"{LOOKBACK + 300:g}s"  # the raw samples the rates of the first step read too
+    rates = f"rate({family}[5m])"
+    ranged = {
+        "bucket rates per replica, as the round sends them": rates,
+        "the same, zero rates left out (`!= 0`)": f"{rates} != 0",
+        "the counters themselves at each step": family,
+        "the fleet's `sum by (le)` of the rates": f"sum by (le) ({rates})",
+    }
+    instant = {
+        f"the raw samples (`{family}[{window}]` at one instant)": f"{family}[{window}]",
+        "every sample decoded, one number answered (`count(count_over_time(...))`)": (
+            f"count(count_over_time({family}[{window}]))"
+        ),
+    }
+    rows: list[tuple[str, float, float, int]] = []
+    for what, query in [*ranged.items(), *instant.items()]:
+
+        def ask(query: str = query, ranged: bool = what in ranged) -> QueryResult:
+            if ranged:
+                answer = source.range_queries({query: query}, at - LOOKBACK, at, STEP)[query]
+            else:
+                answer = source.instant_queries({query: query}, at)[query]
+            assert answer.error is None, f"{query}: {answer.error}"
+            return answer
+
+        ask()  # warm
+        cpu, wall, last = measure(pid, runs, ask)
+        points = sum(len(times) for _, times, _ in cast(QueryResult, last).series)
+        rows.append((what, cpu, wall, points))
+    return rows
+
+
+def print_forms(rows: list[tuple[str, float, float, int]]) -> None:
+    print("| form | Prometheus CPU | wall | points |")
+    print("| --- | --- | --- | --- |")
+    for what, cpu, wall, points in rows:
+        print(f"| {what} | {cpu:.2f} s | {wall:.2f} s | {points:,} |")
+
+
 def print_steps(rows: list[tuple[str, float, float, int]]) -> None:
     peer = rows[0][1] if rows and rows[0][0].startswith("dashboard") else None
     print("| read | Prometheus CPU | against the dashboard | wall | points |")
@@ -116,6 +168,12 @@ def main() -> int:
         "--steps",
         help="comma-separated steps in seconds: send the whole round at each, beside the dashboard",
     )
+    parser.add_argument(
+        "--forms",
+        metavar="FAMILY",
+        help="a histogram's bucket series (e.g. vllm:time_to_first_token_seconds_bucket): read it "
+        "in each form a round could ask it in",
+    )
     args = parser.parse_args()
     try:
         steps = [float(s) for s in args.steps.split(",")] if args.steps else []
@@ -128,6 +186,10 @@ def main() -> int:
         pid = prometheus.pid
         assert pid is not None
         with PrometheusSource(prometheus.url, timeout=120.0) as source:
+            if args.forms:
+                print(f"{args.replicas} replicas, {samples:,} samples; {args.forms}, median of {args.runs}")
+                print_forms(measure_forms(source, pid, args.forms, at, args.runs))
+                return 0
             plan = plan_of(source, at)
             if steps:
                 window = f"over {LOOKBACK / 3600:g} h, median of {args.runs}"
