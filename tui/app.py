@@ -15,9 +15,11 @@ drill-down (`tui.drill`) and the fleet picker (`tui.fleets`), and opens the scre
 from __future__ import annotations
 
 import gc
+import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -36,9 +38,16 @@ from triage.core.walk import diagnose, symptom_from_alert
 from triage.rules import Slo
 from tui.alerts import AlertView, load_alerts
 from tui.drill import DrillDown
-from tui.feeds import Feed, Snapshot
+from tui.feeds import Feed, ReadingFeed, Snapshot
 from tui.fleets import FleetChoice
-from tui.messages import AlertsLoaded, DiagnosisFailed, DiagnosisReady, FetchFailed, SnapshotLoaded
+from tui.messages import (
+    AlertsLoaded,
+    DiagnosisFailed,
+    DiagnosisReady,
+    FetchFailed,
+    ReadProgressed,
+    SnapshotLoaded,
+)
 from tui.rendering import Rendering
 from tui.replay import ReplayCursor
 from tui.screens import HelpScreen
@@ -49,6 +58,9 @@ from tui.widgets import (
     StatusLine,
     WalkTree,
 )
+
+if TYPE_CHECKING:  # a replay loads no HTTP client
+    from signals.prometheus import ReadProgress
 
 __all__ = ["Settings", "TriageApp"]
 
@@ -92,6 +104,8 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, FleetChoice, App[None]):
         self.diagnosis: Diagnosis | None = None
         self.fetch_error: str | None = None
         self.last_refresh: float | None = None
+        self.reading: ReadProgress | None = None
+        """How far the load under way has come (a live feed's), None when none is."""
         self.alerts: list[AlertView] = []
         self.playing = False
         self.pinned = False
@@ -161,8 +175,25 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, FleetChoice, App[None]):
     def load_picture(self, at: float | None = None, purpose: str = "picture") -> None:
         """Load the feed (network for live) off the UI thread; the answer comes as a message."""
         feed = self.feed
+        # A request's end is told from its own thread and may come after the load returned:
+        # what is told once the load is over is dropped, so the load's answer comes last.
+        telling, told = threading.Lock(), [True]
+
+        def heard(progress: ReadProgress) -> None:
+            with telling:
+                if told[0]:
+                    self.post_message(ReadProgressed(progress, feed))
+
+        watched: AbstractContextManager[None] = (
+            feed.reading(heard) if isinstance(feed, ReadingFeed) else nullcontext()
+        )
         try:
-            snapshot = feed.load(at)
+            with watched:
+                try:
+                    snapshot = feed.load(at)
+                finally:
+                    with telling:
+                        told[0] = False
         except Exception as exc:  # any feed failure is shown in place, never raised
             error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
             self.post_message(FetchFailed(error, time.time(), feed))
@@ -198,9 +229,21 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, FleetChoice, App[None]):
 
     # ----- messages -----------------------------------------------------------------------
 
+    def on_read_progressed(self, message: ReadProgressed) -> None:
+        if message.source not in (None, self.feed):
+            return
+        self.reading = message.progress
+        self._render_status()
+        if self.snapshot is None and self.fetch_error is None:
+            done = message.progress
+            self.query_one("#verdict", Static).update(
+                f"loading… {done.answered} of {done.asked} requests answered by Prometheus"
+            )
+
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         if message.source not in (None, self.feed):
             return  # loaded for a fleet no longer chosen
+        self.reading = None
         self.offer_fleets()
         if self.snapshot is None:
             gc.freeze()  # once: a replay's frame lives as long as the app (later garbage stays collectable)
@@ -218,6 +261,7 @@ class TriageApp(Rendering, ReplayCursor, DrillDown, FleetChoice, App[None]):
     def on_fetch_failed(self, message: FetchFailed) -> None:
         if message.source not in (None, self.feed):
             return
+        self.reading = None
         self.offer_fleets()
         self.fetch_error = message.error
         self.last_refresh = message.at

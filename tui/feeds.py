@@ -12,13 +12,18 @@ read, a dead replica still counts) and scopes every exporter's queries to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from signals.catalog import Catalog, QueryOptions, render
 from signals.fixture import Fixture
 from signals.fleets import FleetMap
 from signals.frame import SignalFrame
+
+if TYPE_CHECKING:
+    from signals.prometheus import ReadProgress
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,17 @@ class FleetFeed(Feed, Protocol):
 
     def scoped(self, fleet: str | None) -> FleetFeed:
         """The same feed scoped to `fleet` (None: the whole server)."""
+        ...
+
+
+@runtime_checkable
+class ReadingFeed(Feed, Protocol):
+    """A feed whose loads can be watched as they read (a live server: a large fleet takes
+    seconds, and the screen says how far a load has come)."""
+
+    def reading(self, progress: Callable[[ReadProgress], None]) -> AbstractContextManager[None]:
+        """While inside, `progress` hears each request of the loads as it ends, from zero
+        (called from other threads)."""
         ...
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 
 from signals.catalog import Catalog, QueryOptions
@@ -18,7 +19,7 @@ from signals.fleets import DEFAULT_FLEET_LABELS, Fleet, FleetMap, discover
 from signals.fleets.inventory import fetch_inventory
 from signals.fleets.scope import scoped_options
 from signals.live import fetch_frame
-from signals.prometheus import PrometheusSource
+from signals.prometheus import PrometheusSource, ReadProgress
 from triage.inputs.arguments import duration_arg
 from triage.inputs.errors import SourceArgError
 from triage.inputs.sources import catalog, fleet_labels, prometheus_source, query_options
@@ -42,6 +43,9 @@ class PrometheusFeed:
     @property
     def label(self) -> str:
         return f"live {self.prometheus.url}"
+
+    def reading(self, progress: Callable[[ReadProgress], None]) -> AbstractContextManager[None]:
+        return self.prometheus.reading(progress)
 
     def load(self, at: float | None = None) -> Snapshot:
         now = self.clock()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
 from signals.fleets import FleetMap
 from triage.core.model import Diagnosis
 from tui.alerts import AlertView
 from tui.feeds import Feed, Snapshot
+
+if TYPE_CHECKING:  # a replay loads no HTTP client
+    from signals.prometheus import ReadProgress
 
 
 class SnapshotLoaded(Message):
@@ -19,6 +24,15 @@ class SnapshotLoaded(Message):
         super().__init__()
         self.snapshot = snapshot
         self.purpose = purpose
+        self.source = source
+
+
+class ReadProgressed(Message):
+    """How far a live load has come: requests answered of those sent (from a worker's thread)."""
+
+    def __init__(self, progress: ReadProgress, source: Feed | None = None) -> None:
+        super().__init__()
+        self.progress = progress
         self.source = source
 
 

@@ -7,7 +7,7 @@ reaching the app through `RenderHost`.
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 from rich.text import Text
 from textual.css.query import DOMQuery
@@ -23,6 +23,9 @@ from tui.feeds import Feed, Snapshot
 from tui.fleets import fleet_status
 from tui.view import TileSpec, format_value, replica_rows, tiles
 from tui.widgets import SignalTile, StatusLine, WalkTree, action_text, fmt_age, verdict_text, warnings_text
+
+if TYPE_CHECKING:  # a replay loads no HTTP client
+    from signals.prometheus import ReadProgress
 
 W = TypeVar("W", bound=Widget)
 
@@ -44,6 +47,7 @@ class RenderHost(Protocol):
     diagnosis: Diagnosis | None
     fetch_error: str | None
     last_refresh: float | None
+    reading: ReadProgress | None
     playing: bool
     pinned: bool
     symptom: str
@@ -94,6 +98,8 @@ class Rendering:
         elif self.last_refresh is not None:
             text.append(f" · refreshed {fmt_age(max(0.0, self.settings.clock() - self.last_refresh))}")
             text.append(f" every {format_duration(self.settings.refresh)}")
+        if self.feed.live and self.reading is not None:
+            text.append(f" · reading {self.reading.answered} of {self.reading.asked}", style="dim")
         if self.fetch_error:
             text.append(f" · FETCH FAILED: {printable(self.fetch_error)}", style="bold red")
             if self.snapshot is not None:

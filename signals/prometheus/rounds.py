@@ -51,8 +51,9 @@ R = TypeVar("R")
 class ReadProgress:
     """How far a source's reads have come: requests answered (or failed) of those sent.
 
-    Counted over the source's life, across rounds, so a read that sends a second round (the
-    recorded views found stale, read raw) shows one count that grows rather than two."""
+    Counted across rounds, over the source's life for the constructor's listener and over one
+    load for `PrometheusSource.reading`'s, so a read that sends a second round (the recorded
+    views found stale, read raw) shows one count that grows rather than two."""
 
     answered: int
     asked: int
@@ -64,10 +65,10 @@ and safe to call from several threads at once."""
 
 
 class _Counts:
-    """The source's `ReadProgress`, counted under a lock and handed to its listener, one call
-    at a time and in order (a count never goes back)."""
+    """One listener's `ReadProgress`, counted under a lock and handed to it one call at a time
+    and in order (a count never goes back)."""
 
-    def __init__(self, listener: Progress | None) -> None:
+    def __init__(self, listener: Progress) -> None:
         self._listener = listener
         self._lock = threading.Lock()
         self._answered = 0
@@ -76,12 +77,10 @@ class _Counts:
     def asked(self, count: int) -> None:
         self._tell(0, count)
 
-    def answered(self, _: object = None) -> None:
+    def answered(self) -> None:
         self._tell(1, 0)
 
     def _tell(self, answered: int, asked: int) -> None:
-        if self._listener is None:
-            return
         with self._lock:  # held while the listener hears, so it hears the counts in order
             self._answered += answered
             self._asked += asked
@@ -115,7 +114,9 @@ class Rounds:
     _max_workers: int
     _session: _DeadlineSession
     _client: PrometheusConnect
-    _progress: _Counts
+    _listening: tuple[_Counts, ...]
+    """Who hears each request of a round end: the constructor's listener, and each load
+    `PrometheusSource.reading` watches. A round tells those listening when it was sent."""
 
     def _round(self, jobs: Mapping[str, _Job[R]]) -> dict[str, _Outcome[R]]:
         """Run the jobs on a pool; whatever is not done at the deadline is a timeout.
@@ -137,11 +138,18 @@ class Rounds:
             max_workers=min(len(jobs), self._max_workers), thread_name_prefix="prometheus"
         )
         futures: dict[str, Future[_Outcome[R]]] = {}
-        self._progress.asked(len(jobs))
+        listening = self._listening
+        for counts in listening:
+            counts.asked(len(jobs))
+
+        def ended(_: object) -> None:
+            for counts in listening:
+                counts.answered()
+
         try:
             for name, job in jobs.items():
                 futures[name] = pool.submit(self._run_job, job, deadline, tallies[name])
-                futures[name].add_done_callback(self._progress.answered)
+                futures[name].add_done_callback(ended)
             wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()) + _GRACE_S)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

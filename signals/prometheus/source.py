@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from os import PathLike
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -96,7 +98,8 @@ class PrometheusSource(Rounds):
         self.max_retries = max_retries
         self._max_workers = max_workers
         self.max_series = max_series or None
-        self._progress = _Counts(progress)
+        self._listening = (_Counts(progress),) if progress is not None else ()
+        self._listeners_lock = threading.Lock()
 
         session = _DeadlineSession(self.timeout)
         session.headers["Accept"] = "application/json"
@@ -126,6 +129,20 @@ class PrometheusSource(Rounds):
 
     def __repr__(self) -> str:
         return f"PrometheusSource({self.url!r}, timeout={self.timeout})"
+
+    @contextmanager
+    def reading(self, progress: Progress) -> Iterator[None]:
+        """`progress` also hears the requests of the rounds sent meanwhile, counted from zero:
+        one load of a front end that reads again and again (the TUI). Loads may overlap; each
+        hears the rounds sent while it was inside."""
+        counts = _Counts(progress)
+        with self._listeners_lock:
+            self._listening = (*self._listening, counts)
+        try:
+            yield
+        finally:
+            with self._listeners_lock:
+                self._listening = tuple(c for c in self._listening if c is not counts)
 
     def __enter__(self) -> PrometheusSource:
         return self

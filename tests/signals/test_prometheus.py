@@ -447,6 +447,23 @@ def test_progress_counts_every_request_across_rounds_failures_included(make_sour
     assert heard == sorted(heard, key=lambda p: (p.asked, p.answered))  # heard in order, never back
 
 
+def test_each_load_a_front_end_watches_hears_its_own_rounds_from_zero(make_source: Any) -> None:
+    lifelong: list[ReadProgress] = []
+    first: list[ReadProgress] = []
+    second: list[ReadProgress] = []
+    with PromStandIn(Reply.success(MATRIX)) as stand:
+        source = make_source(stand.url, progress=lifelong.append)
+        one(source)  # before any load is watched
+        with source.reading(first.append):
+            source.range_queries({"a": "up", "b": "up > 0"}, START, START + 60, STEP)
+            with source.reading(second.append):  # a load overlapping the first
+                one(source)
+        one(source)  # after both: only the lifelong listener hears it
+    assert first[-1] == ReadProgress(3, 3) and len(first) == 2 + 3
+    assert second[-1] == ReadProgress(1, 1) and len(second) == 1 + 1
+    assert lifelong[-1] == ReadProgress(5, 5)
+
+
 def test_a_failing_progress_listener_never_fails_the_read(make_source: Any) -> None:
     def broken(_: ReadProgress) -> None:
         raise RuntimeError("display gone")

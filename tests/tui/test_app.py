@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
@@ -10,6 +13,7 @@ from textual.widgets import DataTable, OptionList, Select, Static
 from tuiapp import FIXTURES, fixture_app
 
 from signals.fixture import load_fixture
+from signals.prometheus import ReadProgress
 from signals.timeparse import format_instant
 from triage.core.graph import TriageGraph
 from triage.core.model import AUTO
@@ -173,6 +177,50 @@ async def test_failing_source_shows_the_error_and_keeps_the_last_good_data(graph
         assert "showing the last good data" in status
         assert app.diagnosis is good
         assert "VERDICT kv_pressure" in _plain(app, "#verdict")
+
+
+@dataclass
+class SlowLiveFeed:
+    """A live feed whose load tells how far it has come, then waits to be let go (a large
+    fleet's read, as `PrometheusFeed.reading` tells it)."""
+
+    inner: FixtureFeed
+    release: threading.Event = field(default_factory=threading.Event)
+    live: bool = True
+    label: str = "live slow"
+    told: list[Callable[[ReadProgress], None]] = field(default_factory=list)
+
+    @contextmanager
+    def reading(self, progress: Callable[[ReadProgress], None]) -> Iterator[None]:
+        self.told.append(progress)
+        yield
+
+    def load(self, at: float | None = None) -> Snapshot:
+        progress = self.told[-1]
+        progress(ReadProgress(0, 3))
+        progress(ReadProgress(2, 3))
+        assert self.release.wait(60)
+        return self.inner.load(None)
+
+
+async def test_a_slow_live_load_shows_how_far_it_has_come_until_it_is_in(graph: TriageGraph) -> None:
+    fixture = load_fixture(str(FIXTURES / "kv-pressure-long-context.yaml"))
+    feed = SlowLiveFeed(FixtureFeed(fixture, kv_catalog()))
+    app = create_app(graph, feed, settings=Settings(symptom="tpot_slow", refresh=3600))
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if "2 of 3" in _plain(app, "#verdict"):
+                break
+        assert _plain(app, "#verdict") == "loading… 2 of 3 requests answered by Prometheus"
+        assert _plain(app, "#status").endswith(" · reading 2 of 3")
+        feed.release.set()
+        await settle(pilot)
+        assert app.diagnosis is not None and "VERDICT kv_pressure" in _plain(app, "#verdict")
+        assert "reading" not in _plain(app, "#status") and app.reading is None
+        feed.told[0](ReadProgress(3, 3))  # a request ending after its load returned: dropped
+        await settle(pilot)
+        assert "reading" not in _plain(app, "#status") and app.reading is None
 
 
 def kv_catalog():  # type: ignore[no-untyped-def]

@@ -11,8 +11,10 @@ from textual.widgets import Static, TabbedContent
 from tuiapp import live_feed
 from vmserver import ENGINES, require_engine, temporary_engine
 
+from signals.prometheus import ReadProgress
 from triage.core.graph import TriageGraph
 from tui.app import Settings
+from tui.feeds import ReadingFeed
 from tui.launch import create_app
 from tui.pilot import settle
 from tui.screens import SignalScreen
@@ -57,6 +59,22 @@ async def test_live_mode_diagnoses_a_real_prometheus_and_keeps_the_picture_when_
             status = _status(app)
             assert "FETCH FAILED" in status and "showing the last good data" in status
             assert app.diagnosis is d
+
+
+def test_a_live_load_tells_each_request_it_sends_as_it_ends() -> None:
+    """The glue between the screen and the source: a real load, watched through the feed."""
+    require_engine(ENGINES[0])
+    heard: list[ReadProgress] = []
+    with temporary_engine(ENGINES[0], raw_kv_incident()) as prom:
+        feed = live_feed(prom.url)
+        assert isinstance(feed, ReadingFeed)
+        with feed.reading(heard.append):
+            snapshot = feed.load()
+        told = len(heard)
+        feed.load()  # not watched
+    assert snapshot.frame.signals() and len(heard) == told
+    assert heard and heard[-1].answered == heard[-1].asked > 2  # the names, then the round: all ended
+    assert [p.answered for p in heard] == sorted(p.answered for p in heard)
 
 
 async def test_keys_are_handled_while_a_fetch_is_stalled(graph: TriageGraph) -> None:
