@@ -162,8 +162,7 @@ class FlakyFeed:
 
 
 async def test_failing_source_shows_the_error_and_keeps_the_last_good_data(graph: TriageGraph) -> None:
-    fixture = load_fixture(str(FIXTURES / "kv-pressure-long-context.yaml"))
-    feed = FlakyFeed(FixtureFeed(fixture, kv_catalog()))
+    feed = FlakyFeed(kv_feed())
     app = create_app(graph, feed, settings=Settings(symptom="tpot_slow", refresh=3600))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -204,8 +203,7 @@ class SlowLiveFeed:
 
 
 async def test_a_slow_live_load_shows_how_far_it_has_come_until_it_is_in(graph: TriageGraph) -> None:
-    fixture = load_fixture(str(FIXTURES / "kv-pressure-long-context.yaml"))
-    feed = SlowLiveFeed(FixtureFeed(fixture, kv_catalog()))
+    feed = SlowLiveFeed(kv_feed())
     app = create_app(graph, feed, settings=Settings(symptom="tpot_slow", refresh=3600))
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(100):
@@ -221,6 +219,11 @@ async def test_a_slow_live_load_shows_how_far_it_has_come_until_it_is_in(graph: 
         feed.told[0](ReadProgress(3, 3))  # a request ending after its load returned: dropped
         await settle(pilot)
         assert "reading" not in _plain(app, "#status") and app.reading is None
+
+
+def kv_feed() -> FixtureFeed:
+    """The KV-pressure incident as a feed, for the live feeds above to wrap."""
+    return FixtureFeed(load_fixture(str(FIXTURES / "kv-pressure-long-context.yaml")), kv_catalog())
 
 
 def kv_catalog():  # type: ignore[no-untyped-def]
