@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -164,7 +165,8 @@ def test_test_command_reports_the_same_whatever_the_jobs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Fixtures load in several processes and are reported in path order all the same: from the
-    command line (forked) and called in a process that runs threads (from a fork server)."""
+    command line (forked) and called in a process that runs threads (from a fork server). The
+    scorecard, whose timelines the loading processes replay, is the same too."""
     require_prometheus_binaries()
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -180,12 +182,24 @@ def test_test_command_reports_the_same_whatever_the_jobs(
     (folder / "e-twice.yaml").write_text(Path(KV).read_text())
 
     def lines(out: str) -> list[str]:
-        return [line for line in out.splitlines() if not line.endswith("s)")]
+        """The report without its time and its scorecard's lines (`scorecard written`, totals)."""
+        return [
+            line
+            for line in out.splitlines()
+            if not line.endswith("s)") and not line.startswith(("scorecard written", "  overall", "  corpus"))
+        ]
 
-    one = run("test", str(folder), "--jobs", "1")
-    two = run("test", str(folder), "--jobs", "2")
+    def card(path: Path) -> list[str]:
+        return [line for line in path.read_text().splitlines() if "generated" not in line]
+
+    cards = tmp_path / "one.md", tmp_path / "two.md"
+    one = run("test", str(folder), "--jobs", "1", "--scorecard", str(cards[0]))
+    two = run("test", str(folder), "--jobs", "2", "--scorecard", str(cards[1]))
     assert one.returncode == two.returncode == EXIT_FAILED, one.stderr + two.stderr
     assert lines(two.stdout) == lines(one.stdout)
+    assert card(cards[1]) == card(cards[0])
+    kv = next(line for line in card(cards[0]) if line.startswith("| kv-pressure-long-context |"))
+    assert re.search(r"\| \d+m?\d*s? \| pass \|$", kv), kv  # its time to the right answer, replayed
     marks = [line.split()[0] for line in one.stdout.splitlines() if line[:1].isupper()]
     assert marks == ["PASS", "PASS", "ERROR", "FAIL", "ERROR"], one.stdout
     assert "b-raw.yaml  " in one.stdout and "is also used by" in one.stdout

@@ -9,11 +9,14 @@ test collector takes it for a test file.
 
 Fixtures are loaded (a raw one replayed through its own temporary Prometheus) by `--jobs`
 processes at once: a load is mostly Python (the YAML, the series written into Prometheus,
-its answers read back) and threads would take turns on one interpreter. They are checked
-and reported one by one, in path order, in this process, so the output is the same whatever
-the number of jobs. The loading processes are forked from this one when it runs no other
-thread (the command line), which costs nothing; else (a test calling it in its own process)
-they come from a fresh fork server, since forking a process with threads can deadlock.
+its answers read back) and threads would take turns on one interpreter. With `--scorecard`,
+the same processes also replay each fixture's timeline (a diagnosis every minute up to its
+moment, for the time to the right answer), which is most of a scorecard's cost. Fixtures
+are checked and reported one by one, in path order, in this process, so the output is the
+same whatever the number of jobs. The loading processes are forked from this one when it
+runs no other thread (the command line), which costs nothing; else (a test calling it in
+its own process) they come from a fresh fork server, since forking a process with threads
+can deadlock.
 """
 
 from __future__ import annotations
@@ -33,15 +36,16 @@ from typing import TextIO
 from signals.errors import InputError, InputErrors, SignalError
 from signals.fixture import Fixture
 from triage.cli import common
-from triage.core.graph import TriageGraph
+from triage.core.graph import TriageGraph, build_graph
 from triage.core.playbook import Knowledge
 from triage.core.walk import diagnose
 from triage.inputs import arguments as inputs
-from triage.replay import check_expect, fixture_symptom
+from triage.replay import Step, check_expect, fixture_symptom
 from triage.report.scorecard import (
     FixtureOutcome,
     corpus_name,
     error_outcome,
+    fixture_timeline,
     outcome_for,
     render_junit,
     render_scorecard,
@@ -72,35 +76,48 @@ def default_jobs() -> int:
 
 _knowledge: Knowledge | None = None
 """The playbooks' ids in a loading process, set once as it starts (`_adopt`), not sent per fixture."""
+_timelines: TriageGraph | None = None
+"""The decision graph, in a loading process that also replays each fixture's timeline."""
+
+Loaded = tuple[Fixture | str, float, list[Step] | None]
+"""A fixture or what is wrong with it, how long it took, and its timeline if one was replayed."""
 
 
-def _adopt(kb: Knowledge) -> None:
-    global _knowledge
+def _adopt(kb: Knowledge, timelines: bool = False) -> None:
+    global _knowledge, _timelines
     _knowledge = kb
+    _timelines = build_graph(kb) if timelines else None
 
 
-def _loaded(path: str) -> tuple[Fixture | str, float]:
+def _loaded(path: str) -> Loaded:
     """The checked (and, if raw, replayed) fixture, or what is wrong with it as text (which
-    crosses a process boundary where some error classes would not), and how long it took."""
+    crosses a process boundary where some error classes would not), how long loading it took,
+    and, for the scorecard, its timeline (None when not asked for, or not a test)."""
     assert _knowledge is not None, "_adopt() first"
     t0 = time.perf_counter()
     try:
         found: Fixture | str = inputs.load_checked_fixture(path, _knowledge)
     except (InputError, InputErrors, SignalError) as exc:
         found = str(exc)
-    return found, time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    steps = None
+    if _timelines is not None and isinstance(found, Fixture) and found.expect is not None:
+        steps = fixture_timeline(_timelines, found)
+    return found, took, steps
 
 
-def _load_all(paths: Sequence[str], kb: Knowledge, jobs: int) -> Iterator[tuple[Fixture | str, float]]:
+def _load_all(paths: Sequence[str], kb: Knowledge, jobs: int, timelines: bool) -> Iterator[Loaded]:
     """`_loaded` of every path, in order: here when `jobs` is 1 (or there is one path), else in
     that many processes."""
     if jobs == 1 or len(paths) == 1:
-        _adopt(kb)
+        _adopt(kb, timelines)
         yield from map(_loaded, paths)
         return
     context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
     workers = min(jobs, len(paths))
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_adopt, initargs=(kb,)) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_adopt, initargs=(kb, timelines)
+    ) as pool:
         try:
             yield from pool.map(_loaded, paths)
         except BrokenProcessPool:
@@ -117,16 +134,18 @@ class _Run:
     graph: TriageGraph
     out: TextIO
     quiet: bool
-    scorecard_steps: bool
     passed: int = 0
     failed: int = 0
     skipped: int = 0
     names: dict[str, str] = field(default_factory=dict)
     outcomes: list[FixtureOutcome] = field(default_factory=list)
 
-    def check(self, path: str, corpus: str, fixture: Fixture | str, took: float) -> None:
+    def check(
+        self, path: str, corpus: str, fixture: Fixture | str, took: float, steps: list[Step] | None = None
+    ) -> None:
         """One fixture's line (and its problems), counted; `fixture` is what is wrong with it
-        when it could not be loaded; `took` is how long loading it took."""
+        when it could not be loaded; `took` is how long loading it took; `steps` its timeline,
+        replayed by the loading process for the scorecard (None: no scorecard, no timing)."""
         out = self.out
         if isinstance(fixture, str):
             self.failed += 1
@@ -151,9 +170,11 @@ class _Run:
         symptom, source = fixture_symptom(fixture, None, self.graph.knowledge)
         diagnosis = diagnose(self.graph, fixture.frame, symptom, fixture.at, source=source)
         result = check_expect(diagnosis, fixture.expect)
-        steps = None if self.scorecard_steps else ()
+        timeline = steps if steps is not None else ()
         took += time.perf_counter() - t0
-        self.outcomes.append(outcome_for(self.graph, fixture, diagnosis, steps, elapsed=took, corpus=corpus))
+        self.outcomes.append(
+            outcome_for(self.graph, fixture, diagnosis, timeline, elapsed=took, corpus=corpus)
+        )
         top = diagnosis.top.cause if diagnosis.top else "no cause"
         of_fleet = f"  (fleet {fixture.fleet.name})" if fixture.fleet is not None else ""
         if result.passed:
@@ -181,11 +202,11 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
     jobs = args.jobs if args.jobs is not None else default_jobs()
     if jobs < 1:
         raise common.UsageError(f"--jobs: must be at least 1, got {jobs}")
-    run = _Run(graph, out, args.quiet, scorecard_steps=fmt is not None)
+    run = _Run(graph, out, args.quiet)
     started = time.perf_counter()
-    loaded = _load_all([path for path, _ in paths], graph.knowledge, jobs)
-    for (path, corpus), (fixture, took) in zip(paths, loaded, strict=True):
-        run.check(path, corpus, fixture, took)
+    loaded = _load_all([path for path, _ in paths], graph.knowledge, jobs, timelines=fmt is not None)
+    for (path, corpus), (fixture, took, steps) in zip(paths, loaded, strict=True):
+        run.check(path, corpus, fixture, took, steps)
     elapsed = time.perf_counter() - started
     outcomes = run.outcomes
     if args.junit:
