@@ -226,7 +226,7 @@ def test_a_terminal_sees_the_read_progress_then_only_the_hint_for_a_large_raw_re
         assert after.startswith(hint) and "triage rules" in after if hinted else after == ""
 
 
-def test_capture_and_report_show_their_read_progress_on_a_terminal(
+def test_capture_report_and_capacity_show_their_read_progress_on_a_terminal(
     prometheus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     terminal = _as_terminal(monkeypatch)
@@ -239,6 +239,11 @@ def test_capture_and_report_show_their_read_progress_on_a_terminal(
     assert main(["report", *window, "--symptom", "tpot_slow", "-o", str(report)]) == EXIT_OK
     assert report.is_file()
     _progress_then(terminal)
+    terminal.truncate(0)
+    terminal.seek(0)
+    plan = ["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--peak-rate", "30"]
+    main([*plan, "--prometheus", prometheus, "--at", format_instant(AT), "--lookback", "80m"])
+    _progress_then(terminal)  # whether or not the window had traffic to measure
 
 
 def test_selector_that_matches_nothing_is_exit_3(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import replace
 from typing import TextIO
@@ -20,6 +21,7 @@ from triage.capacity import measure_rate_at_slo, render_presets
 from triage.capacity import plan as capacity_plan
 from triage.capacity import render_text as render_capacity
 from triage.cli import common
+from triage.cli.progress import TerminalProgress
 from triage.inputs import sources as sourceargs
 from triage.inputs.arguments import duration_arg, live_moment
 
@@ -47,7 +49,9 @@ def cmd_capacity(args: argparse.Namespace, out: TextIO) -> int:
         lookback = duration_arg(args.lookback, "--lookback")
         step = max(60.0, lookback / 10_000)
         at = live_moment(args.at, time.time(), "--at")
-        frame, _ = fetch_frame(*sourceargs.live_source(args, at, lookback), at, lookback, step)
+        with TerminalProgress(sys.stderr, "prometheus") as progress:
+            source = sourceargs.live_source(args, at, lookback, progress=progress)
+            frame, _ = fetch_frame(*source, at, lookback, step)
         measured = measure_rate_at_slo(frame, args.ttft_slo, args.tpot_slo)
         if measured is None:
             raise SignalError("no replica served traffic within the SLOs in the window: nothing to measure")
