@@ -36,8 +36,7 @@ from typing import TextIO
 from signals.errors import InputError, InputErrors, SignalError
 from signals.fixture import Fixture
 from triage.cli import common
-from triage.core.graph import TriageGraph, build_graph
-from triage.core.playbook import Knowledge
+from triage.core.graph import TriageGraph
 from triage.core.walk import diagnose
 from triage.inputs import arguments as inputs
 from triage.replay import Step, check_expect, fixture_symptom
@@ -74,49 +73,49 @@ def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-_knowledge: Knowledge | None = None
-"""The playbooks' ids in a loading process, set once as it starts (`_adopt`), not sent per fixture."""
-_timelines: TriageGraph | None = None
-"""The decision graph, in a loading process that also replays each fixture's timeline."""
+_graph: TriageGraph | None = None
+"""The command's decision graph in a loading process (its playbooks' ids check each fixture),
+set once as it starts (`_adopt`), not sent per fixture."""
+_timelines = False
+"""Whether the loading process also replays each fixture's timeline (for the scorecard)."""
 
 Loaded = tuple[Fixture | str, float, list[Step] | None]
 """A fixture or what is wrong with it, how long it took, and its timeline if one was replayed."""
 
 
-def _adopt(kb: Knowledge, timelines: bool = False) -> None:
-    global _knowledge, _timelines
-    _knowledge = kb
-    _timelines = build_graph(kb) if timelines else None
+def _adopt(graph: TriageGraph, timelines: bool = False) -> None:
+    global _graph, _timelines
+    _graph, _timelines = graph, timelines
 
 
 def _loaded(path: str) -> Loaded:
     """The checked (and, if raw, replayed) fixture, or what is wrong with it as text (which
     crosses a process boundary where some error classes would not), how long loading it took,
     and, for the scorecard, its timeline (None when not asked for, or not a test)."""
-    assert _knowledge is not None, "_adopt() first"
+    assert _graph is not None, "_adopt() first"
     t0 = time.perf_counter()
     try:
-        found: Fixture | str = inputs.load_checked_fixture(path, _knowledge)
+        found: Fixture | str = inputs.load_checked_fixture(path, _graph.knowledge)
     except (InputError, InputErrors, SignalError) as exc:
         found = str(exc)
     took = time.perf_counter() - t0
     steps = None
-    if _timelines is not None and isinstance(found, Fixture) and found.expect is not None:
-        steps = fixture_timeline(_timelines, found)
+    if _timelines and isinstance(found, Fixture) and found.expect is not None:
+        steps = fixture_timeline(_graph, found)
     return found, took, steps
 
 
-def _load_all(paths: Sequence[str], kb: Knowledge, jobs: int, timelines: bool) -> Iterator[Loaded]:
+def _load_all(paths: Sequence[str], graph: TriageGraph, jobs: int, timelines: bool) -> Iterator[Loaded]:
     """`_loaded` of every path, in order: here when `jobs` is 1 (or there is one path), else in
     that many processes."""
     if jobs == 1 or len(paths) == 1:
-        _adopt(kb, timelines)
+        _adopt(graph, timelines)
         yield from map(_loaded, paths)
         return
     context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
     workers = min(jobs, len(paths))
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_adopt, initargs=(kb, timelines)
+        workers, mp_context=context, initializer=_adopt, initargs=(graph, timelines)
     ) as pool:
         try:
             yield from pool.map(_loaded, paths)
@@ -204,7 +203,7 @@ def cmd_test(args: argparse.Namespace, out: TextIO) -> int:
         raise common.UsageError(f"--jobs: must be at least 1, got {jobs}")
     run = _Run(graph, out, args.quiet)
     started = time.perf_counter()
-    loaded = _load_all([path for path, _ in paths], graph.knowledge, jobs, timelines=fmt is not None)
+    loaded = _load_all([path for path, _ in paths], graph, jobs, timelines=fmt is not None)
     for (path, corpus), (fixture, took, steps) in zip(paths, loaded, strict=True):
         run.check(path, corpus, fixture, took, steps)
     elapsed = time.perf_counter() - started
