@@ -35,6 +35,8 @@ from vmserver import (
 from signals.catalog import QueryOptions, load_catalog, render
 from signals.live import fetch_frame
 from signals.prometheus import PrometheusSource, replies
+from signals.prometheus import streamed as streamed_module
+from signals.prometheus.canonical import canonical_series
 from signals.prometheus.replies import PARTIAL
 from signals.tempprom import OpenMetricsSeries, to_openmetrics
 
@@ -208,18 +210,29 @@ def test_the_highest_prompt_bucket_is_its_edge_on_both_engines(engine: str, text
 def test_a_reply_read_as_it_streams_in_is_the_reply_read_whole_on_both_engines(
     engine: str, text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each engine's own JSON is cut into series as it arrives (`signals.prometheus.streamed`)."""
+    """Each engine's own JSON is cut into series as it arrives (`signals.prometheus.streamed`),
+    and each series but the last (parsed with the envelope) is read in the engine's own form
+    (`signals.prometheus.canonical`), to the same bits as JSON reads it."""
     require_engine(engine)
     query = 'rate(vllm:request_prompt_tokens_bucket{job="vllm"}[5m])'
+    read = {"canonical": 0, "declined": 0}
+
+    def counted(piece: bytes, reply: replies.ReplyArrays) -> object:
+        parsed = canonical_series(piece, reply)
+        read["declined" if parsed is None else "canonical"] += 1
+        return parsed
+
     with temporary_engine(engine, text) as server:
         source = PrometheusSource(server.url, timeout=20)
         whole = source.range_queries({"q": query}, START + 300, START + STEP * (N - 1), STEP)["q"]
         monkeypatch.setattr(replies, "STREAMED_REPLY_BYTES", 0)
+        monkeypatch.setattr(streamed_module, "canonical_series", counted)
         streamed = source.range_queries({"q": query}, START + 300, START + STEP * (N - 1), STEP)["q"]
     assert whole.ok and streamed.ok and len(whole.series) == 24 * len(EDGES)
+    assert read == {"canonical": len(whole.series) - 1, "declined": 0}
     assert [labels for labels, _, _ in streamed.series] == [labels for labels, _, _ in whole.series]
     for (_, t1, v1), (_, t2, v2) in zip(whole.series, streamed.series, strict=True):
-        assert np.array_equal(t1, t2) and np.array_equal(v1, v2, equal_nan=True)
+        assert t1.tobytes() == t2.tobytes() and v1.tobytes() == v2.tobytes()
 
 
 def _get(url: str) -> dict[str, Any]:

@@ -4,9 +4,10 @@ A reply of up to a megabyte is parsed whole by orjson. A larger one (a view of a
 replicas is 7 MB of JSON, a histogram's buckets for them over 100 MB) would be held whole
 as bytes and then as Python lists, about ten times its size, before any of it became
 arrays, and a round parses several at once. Past `replies.STREAMED_REPLY_BYTES` it is
-instead cut into series as the chunks arrive, each piece parsed by orjson and its samples
-made arrays at once, so the read holds one chunk and the arrays, never the reply; it is as
-fast as orjson whole.
+instead cut into series as the chunks arrive, each piece's samples made arrays at once,
+so the read holds one chunk and the arrays, never the reply. A piece in
+Prometheus's own form is read without a Python object per sample
+(`signals.prometheus.canonical`); any other is parsed by orjson.
 
 The cut is safe in any valid reply: the bytes `},{"metric":` hold two unescaped quotes,
 so they never occur inside a JSON string, and a series' labels are a flat object. They
@@ -24,6 +25,7 @@ import orjson
 import requests
 
 from signals.prometheus import replies
+from signals.prometheus.canonical import canonical_series
 from signals.prometheus.replies import ReplyArrays
 
 CHUNK_BYTES = 1 << 20
@@ -81,7 +83,11 @@ def _cut(buffer: bytearray, series: list[object], reply: ReplyArrays) -> None:
     """
     start = 0
     while (found := buffer.find(SERIES_CUT, start)) >= 0:
-        for item in orjson.loads(b"[" + buffer[start : found + 1] + b"]"):
-            series.append(reply.series(item))
+        piece = buffer[start : found + 1]
+        parsed = canonical_series(piece, reply)
+        if parsed is not None:
+            series.append(parsed)
+        else:
+            series.extend(reply.series(item) for item in orjson.loads(b"[" + piece + b"]"))
         start = found + 2
     del buffer[:start]
