@@ -9,8 +9,9 @@ memory (`VmHWM` of /proc/self/status), the resident memory before the fetch (imp
 done), and the wall time of the fetch and placement.
 
 Cases: the reply parsed whole (orjson, as every reply was before replies past
-`STREAMED_REPLY_BYTES` were parsed series by series) or series by series; the cap off
-(`max_series=0`) or at its default (2,000).
+`STREAMED_REPLY_BYTES` were parsed series by series) or series by series; series by series,
+each series read in Prometheus's own form (`signals.prometheus.canonical`, the default) or
+parsed as JSON as any other form is; the cap off (`max_series=0`) or at its default (2,000).
 
 Run: python -m bench.series_cap [--runs 3] [--series 10000] [--samples 241]
 """
@@ -35,6 +36,7 @@ STEP = 30.0
 CASES = {
     "parsed whole, no cap": ("whole", 0),
     "parsed whole, cap 2000": ("whole", 2000),
+    "series by series, parsed as JSON, no cap": ("json", 0),
     "series by series, no cap": ("streamed", 0),
     "series by series, cap 2000 (default)": ("streamed", 2000),
 }
@@ -79,6 +81,10 @@ def child(url: str, parse: str, max_series: int, samples: int) -> None:
 
     if parse == "whole":
         replies.STREAMED_REPLY_BYTES = 1 << 62
+    if parse == "json":
+        from signals.prometheus import streamed
+
+        vars(streamed)["canonical_series"] = lambda piece, reply: None
     end = START + STEP * (samples - 1)
     grid = np.arange(START, end + STEP / 2, STEP)
     before = status_mb("VmRSS")
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     server = serve(body)
     url = f"http://127.0.0.1:{server.server_address[1]}"
     print(f"one reply: {args.series} series x {args.samples} samples, {len(body) / 1e6:.1f} MB of JSON")
-    print(f"{'case':<38} {'series kept':>11} {'RSS before':>10} {'peak RSS':>9} {'time':>7}")
+    print(f"{'case':<42} {'series kept':>11} {'RSS before':>10} {'peak RSS':>9} {'time':>7}")
     for name, (parse, cap) in CASES.items():
         runs = []
         for _ in range(args.runs):
@@ -144,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         peak = statistics.median(r["peak_mb"] for r in runs)
         before = statistics.median(r["before_mb"] for r in runs)
         seconds = statistics.median(r["seconds"] for r in runs)
-        print(f"{name:<38} {runs[0]['series']:>11} {before:>8.0f}MB {peak:>7.0f}MB {seconds:>6.2f}s")
+        print(f"{name:<42} {runs[0]['series']:>11} {before:>8.0f}MB {peak:>7.0f}MB {seconds:>6.2f}s")
         for warning in runs[0]["warnings"]:
-            print(f"{'':<38} warning: {warning}")
+            print(f"{'':<42} warning: {warning}")
     server.shutdown()
     return 0
 
