@@ -5,9 +5,9 @@ replicas is 7 MB of JSON, a histogram's buckets for them over 100 MB) would be h
 as bytes and then as Python lists, about ten times its size, before any of it became
 arrays, and a round parses several at once. Past `replies.STREAMED_REPLY_BYTES` it is
 instead cut into series as the chunks arrive, each piece's samples made arrays at once,
-so the read holds one chunk and the arrays, never the reply. A piece in
-Prometheus's own form is read without a Python object per sample
-(`signals.prometheus.canonical`); any other is parsed by orjson.
+so the read holds one chunk and the arrays, never the reply. A piece in Prometheus's own
+form is read without a Python object per sample (`signals.prometheus.canonical`); any
+other is parsed by orjson.
 
 The cut is safe in any valid reply: the bytes `},{"metric":` hold two unescaped quotes,
 so they never occur inside a JSON string, and a series' labels are a flat object. They
