@@ -97,7 +97,8 @@ def main() -> int:
             for name, way in WAYS.items():
                 client, wall, server, frame = read(prometheus.url, pid, at, way)
                 figures[name].append((client, wall, server))
-                frames[name].append(frame)
+                frames[name][1:] = [frame]  # the first and the latest, not every one held
+                del frame
     vars(streamed)["canonical_series"] = canonical_series
     recorded = ", triage rules loaded" if args.rules else ", raw series"
     print(
