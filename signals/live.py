@@ -51,8 +51,8 @@ class SignalStatus:
 RECORDING_PAYS_REPLICAS = 100
 """From this many replicas, a read of raw series is worth recording with `triage rules`.
 Measured (docs/benchmarks.md, `bench/live.py`): at 200 replicas a raw read costs Prometheus
-1.35× a refresh of vLLM's dashboard and takes 4.1 s, the recorded read 0.10× and 1.0 s; at
-1,000 replicas 23 s against 3.6 s. At 32 replicas both are under a second."""
+1.33× a refresh of vLLM's dashboard and takes 3.7 s, the recorded read 0.09× and 0.8 s; at
+1,000 replicas 21 s against 3.2 s. At 32 replicas both are under a second."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ _ERASE = "\r\x1b[K"
 
 class TerminalProgress:
     """The listener a live command gives its `PrometheusSource` (`progress=`), as a context
-        manager that erases the line on the way out. Called from the round's worker threads; once
+    manager that erases the line on the way out. Called from the round's worker threads; once
     closed it writes nothing more (a worker the deadline left behind may still end later)."""
 
     def __init__(
